@@ -1,0 +1,5 @@
+import sys
+
+from inert._cli import main
+
+sys.exit(main())

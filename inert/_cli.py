@@ -1,0 +1,121 @@
+"""The ``inert`` command line (also ``python -m inert``).
+
+Exit codes: 0 success; 1 the input is malformed (one line on stderr,
+``inert: <format>: offset N: <field>: <reason>``); 2 a usage or I/O error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from types import ModuleType
+from typing import Any, BinaryIO
+
+from inert._canonical import from_json, to_json
+from inert._errors import InertError, WriteTypeError, WriteValueError
+
+__all__ = ["main"]
+
+
+class _Usage(Exception):
+    """A mistake in the command line or a file that cannot be read: exit 2."""
+
+
+def codec(name: str) -> ModuleType:
+    """The generated codec module of format ``name``."""
+    from inert.codecs import MODULES
+
+    if name not in MODULES:
+        raise _Usage(f"unknown format {name!r}; `inert formats` lists them")
+    return importlib.import_module(f"inert.codecs.{MODULES[name]}")
+
+
+def _read_input(path: str) -> bytes:
+    if path == "-":
+        return sys.stdin.buffer.read()
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise _Usage(f"{path}: {exc.strerror}") from None
+
+
+def _params(args: argparse.Namespace, module: ModuleType) -> dict[str, Any]:
+    params = {}
+    if args.chunk_size is not None:
+        if "chunk_size" not in module.decode.__code__.co_varnames:
+            raise _Usage(f"--chunk-size does not apply to {module.FORMAT}")
+        params["chunk_size"] = args.chunk_size
+    return params
+
+
+def _cmd_formats(args: argparse.Namespace) -> int:
+    from inert.codecs import MODULES
+
+    for name in MODULES:
+        module = codec(name)
+        versions = ", ".join(str(v) for v in module.VERSIONS)
+        print(f"{name}\tversions {versions}\tlatest {module.LATEST}")
+    return 0
+
+
+def _cmd_decode(args: argparse.Namespace) -> int:
+    module = codec(args.format)
+    data = _read_input(args.path)
+    value = module.decode(data, version=args.version or module.LATEST, **_params(args, module))
+    print(to_json(value))
+    return 0
+
+
+def _cmd_encode(args: argparse.Namespace) -> int:
+    module = codec(args.format)
+    text = _read_input(args.path).decode("utf-8", errors="strict")
+    try:
+        value = from_json(text)
+    except ValueError as exc:
+        raise _Usage(f"input is not canonical JSON: {exc}") from None
+    out: BinaryIO = sys.stdout.buffer
+    out.write(module.encode(value, version=args.version or module.LATEST))
+    out.flush()
+    return 0
+
+
+def _cmd_gen(args: argparse.Namespace) -> int:
+    try:
+        from inert import _generate
+    except ImportError as exc:
+        raise _Usage(str(exc)) from None
+    return _generate.run(check=args.check)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="inert", description="Inert: non-executable formats for ML artifacts.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("formats", help="list the formats and their versions").set_defaults(run=_cmd_formats)
+    for name, run, what in (("decode", _cmd_decode, "bytes to canonical JSON"), ("encode", _cmd_encode, "canonical JSON to bytes")):
+        cmd = sub.add_parser(name, help=what)
+        cmd.add_argument("--format", required=True, help="format name, e.g. shm-message")
+        cmd.add_argument("--version", type=int, default=None, help="format version (default: the latest)")
+        cmd.add_argument("--chunk-size", type=int, default=None, help="size of the shared-memory chunk, where it applies")
+        cmd.add_argument("path", nargs="?", default="-", help="input file, or - for standard input")
+        cmd.set_defaults(run=run)
+    gen = sub.add_parser("gen", help="regenerate inert.codecs from inert.spec")
+    gen.add_argument("--check", action="store_true", help="exit 1 if the generated files are stale")
+    gen.set_defaults(run=_cmd_gen)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return int(args.run(args))
+    except InertError as exc:
+        print(f"inert: {exc}", file=sys.stderr)
+        return 1
+    except (WriteTypeError, WriteValueError) as exc:
+        print(f"inert: {exc}", file=sys.stderr)
+        return 1
+    except (_Usage, UnicodeDecodeError, ValueError) as exc:
+        print(f"inert: {exc}", file=sys.stderr)
+        return 2

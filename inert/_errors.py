@@ -1,0 +1,175 @@
+"""The one exception family of Inert.
+
+Every failure to read bytes raises a subclass of :class:`InertError`, itself a
+``ValueError``, so ``except ValueError`` keeps working.  Each message starts
+with where the fault is: ``<format>: offset <N>: <field>: <reason>``.
+
+Caller mistakes (a value the writer cannot encode, a wrong argument) raise the
+builtin ``TypeError``/``ValueError`` instead, naming the offending path; a broken
+conformance harness raises :class:`HarnessError`.  The three never mix.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "InertError",
+    "TruncatedError",
+    "TrailingBytesError",
+    "LimitError",
+    "UnknownTagError",
+    "InvalidValueError",
+    "ChecksumError",
+    "VersionError",
+    "ForeignFormatError",
+    "HarnessError",
+    "WriteTypeError",
+    "WriteValueError",
+    "ERROR_CLASSES",
+]
+
+
+class InertError(ValueError):
+    """Bytes that do not follow an Inert format.
+
+    ``format``, ``offset`` (absolute byte offset, or -1 when the fault is not
+    at one place) and ``field`` (a path such as ``samples[2].shape``) locate
+    the fault; ``reason`` says what is wrong.
+    """
+
+    #: Short stable name used by the conformance corpus (``"truncated"``, ...).
+    kind = "invalid"
+
+    def __init__(self, format: str, offset: int, field: str, reason: str) -> None:
+        self.format = format
+        self.offset = offset
+        self.field = field
+        self.reason = reason
+        super().__init__(f"{format}: offset {offset}: {field or '<root>'}: {reason}")
+
+    def __reduce__(self) -> tuple[type[InertError], tuple[str, int, str, str]]:
+        # Errors cross processes (DCP ranks, worker channels): keep them intact.
+        return (type(self), (self.format, self.offset, self.field, self.reason))
+
+    def within(self, prefix: str) -> InertError:
+        """The same error, its field path placed below ``prefix``."""
+        if not self.field:
+            path = prefix
+        elif self.field.startswith("["):
+            path = prefix + self.field
+        else:
+            path = f"{prefix}.{self.field}"
+        return self._replace(field=path)
+
+    def in_format(self, format: str) -> InertError:
+        """The same error, attributed to ``format``."""
+        return self._replace(format=format)
+
+    def _replace(self, **changes: object) -> InertError:
+        args = {"format": self.format, "offset": self.offset, "field": self.field, "reason": self.reason}
+        args.update(changes)
+        new = type(self).__new__(type(self))
+        InertError.__init__(new, **args)  # type: ignore[arg-type]
+        return new
+
+
+class TruncatedError(InertError, EOFError):
+    """The input ends before a field it declares."""
+
+    kind = "truncated"
+
+
+class TrailingBytesError(InertError):
+    """Bytes remain after a complete value."""
+
+    kind = "trailing-bytes"
+
+
+class LimitError(InertError):
+    """A count, length, size or nesting depth exceeds its declared limit."""
+
+    kind = "limit"
+
+
+class UnknownTagError(InertError):
+    """A tag, enum or extension code the format does not define."""
+
+    kind = "unknown-tag"
+
+
+class InvalidValueError(InertError):
+    """A field whose value breaks a rule of the format."""
+
+    kind = "invalid-value"
+
+
+class ChecksumError(InertError):
+    """Stored and computed checksums differ: the bytes were damaged."""
+
+    kind = "checksum"
+
+
+class VersionError(InertError):
+    """A ``format_version`` this reader does not support."""
+
+    kind = "version"
+
+
+class ForeignFormatError(InertError):
+    """The input is not an Inert file at all (a pickle, a zip, ...)."""
+
+    kind = "foreign-format"
+
+
+class _WriteErrorMixin:
+    """A value the caller asked to encode that the format cannot hold.
+
+    These are caller mistakes, not bad bytes: they are a builtin ``TypeError``
+    or ``ValueError`` and never an :class:`InertError`.
+    """
+
+    def __init__(self, format: str, field: str, reason: str) -> None:
+        self.format = format
+        self.field = field
+        self.reason = reason
+        super().__init__(f"{format}: {field or '<root>'}: {reason}")  # type: ignore[call-arg]
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, str]]:
+        return (type(self), (self.format, self.field, self.reason))
+
+    def within(self, prefix: str) -> _WriteErrorMixin:
+        if not self.field:
+            path = prefix
+        elif self.field.startswith("["):
+            path = prefix + self.field
+        else:
+            path = f"{prefix}.{self.field}"
+        return type(self)(self.format, path, self.reason)
+
+
+class WriteTypeError(_WriteErrorMixin, TypeError):
+    """A value of a type the format cannot encode at that place."""
+
+
+class WriteValueError(_WriteErrorMixin, ValueError):
+    """A value of the right type that breaks a limit or rule of the format."""
+
+
+class HarnessError(RuntimeError):
+    """The conformance harness itself is broken (a testee that does not answer, a bad corpus)."""
+
+
+#: Conformance name of each error class, and back.
+ERROR_CLASSES: dict[str, type[InertError]] = {
+    cls.kind: cls
+    for cls in (
+        InertError,
+        TruncatedError,
+        TrailingBytesError,
+        LimitError,
+        UnknownTagError,
+        InvalidValueError,
+        ChecksumError,
+        VersionError,
+        ForeignFormatError,
+    )
+}

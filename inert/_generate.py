@@ -1,0 +1,609 @@
+"""The codec generator: walks the grammar in ``inert.spec`` and writes ``inert.codecs``.
+
+Each generated module is plain Python with precompiled ``struct.Struct``
+objects: one bounds check and one ``unpack_from`` per group of fixed-size
+fields, every count and length compared with its declared limit and with the
+bytes that remain before anything is allocated, and a writer that mirrors the
+reader.  ``inert gen --check`` fails when a committed module differs from what
+the spec generates now.
+
+Run it as ``inert gen`` (or ``python -m inert gen``).
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import inspect
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from inert.spec import FORMATS
+from inert.spec._grammar import (
+    Array,
+    Bool8,
+    Format,
+    Optional,
+    Record,
+    Recursive,
+    Rule,
+    Scalar,
+    Tag,
+    Union,
+    Utf8,
+    Validate,
+    min_size,
+)
+
+CODECS_DIR = Path(__file__).resolve().parent.parent / "codecs"
+if not CODECS_DIR.is_dir():  # installed: the codecs live inside the package
+    CODECS_DIR = Path(__file__).resolve().parent / "codecs"
+
+_FIXED = (Scalar, Bool8, Tag)
+_THIS_RE = re.compile(r"this\['(\w+)'\]")
+
+
+def _spec_hash(fmt: Format) -> str:
+    """Hash of everything a module is generated from: the spec module, the grammar, the generator."""
+    digest = hashlib.sha256()
+    for module in (_spec_module(fmt), "inert.spec._grammar", __name__):
+        digest.update(inspect.getsource(sys.modules[module]).encode())
+    return digest.hexdigest()[:16]
+
+
+def _spec_module(fmt: Format) -> str:
+    return f"inert.spec.{fmt.module_name}"
+
+
+class _Module:
+    """The text of one generated module, built declaration by declaration."""
+
+    def __init__(self, fmt: Format) -> None:
+        self.fmt = fmt
+        self.consts: dict[str, str] = {}  # source -> name
+        self.enums: dict[str, type[enum.IntEnum]] = {}
+        self.checks: dict[str, Any] = {}
+        self.readers: dict[int, str] = {}
+        self.writers: dict[int, str] = {}
+        self.functions: list[str] = []
+        self._pending: list[tuple[str, Any]] = []
+
+    # -- shared pieces -------------------------------------------------
+    def const(self, source: str, hint: str) -> str:
+        if source not in self.consts:
+            self.consts[source] = f"_{hint}_{len(self.consts)}"
+        return self.consts[source]
+
+    def struct(self, codes: str) -> str:
+        return self.const(f"struct.Struct('<{codes}')", "S")
+
+    def enum(self, enum_cls: type[enum.IntEnum]) -> str:
+        self.enums[enum_cls.__name__] = enum_cls
+        return enum_cls.__name__
+
+    def check(self, fn: Any) -> str:
+        self.checks[fn.__name__] = fn
+        return f"_checks.{fn.__name__}"
+
+    def reader(self, con: Record | Union) -> str:
+        if id(con) not in self.readers:
+            name = f"_read_{con.typename}"
+            self.readers[id(con)] = name
+            self.writers[id(con)] = f"_write_{con.typename}"
+            self._pending.append(("pair", con))
+        return self.readers[id(con)]
+
+    def writer(self, con: Record | Union) -> str:
+        self.reader(con)
+        return self.writers[id(con)]
+
+    def drain(self) -> None:
+        while self._pending:
+            _, con = self._pending.pop(0)
+            self.functions.append(_ReadEmitter(self).function(con))
+            self.functions.append(_WriteEmitter(self).function(con))
+
+
+def _target(con: Recursive) -> Record | Union:
+    target = con.target()
+    if not isinstance(target, (Record, Union)):
+        raise TypeError("Recursive must refer to a Record or a Union")
+    return target
+
+
+def _item_path(path: str, index: str) -> str:
+    """The Python expression of the path of element ``index`` of the array at ``path``."""
+    return f"{path} + '[' + str({index}) + ']'"
+
+
+class _ReadEmitter:
+    """Emits the reader of one Record or Union."""
+
+    def __init__(self, mod: _Module) -> None:
+        self.mod = mod
+        self.lines: list[str] = []
+        self.tmp = 0
+
+    def emit(self, ind: int, line: str) -> None:
+        self.lines.append("    " * ind + line)
+
+    def fresh(self, hint: str) -> str:
+        self.tmp += 1
+        return f"{hint}{self.tmp}"
+
+    def function(self, con: Record | Union) -> str:
+        name = self.mod.readers[id(con)]
+        self.emit(0, f"def {name}(buf: Buffer, off: int, depth: int, ctx: dict[str, Any]) -> tuple[Any, int]:")
+        self.emit(1, "n = len(buf)")
+        if isinstance(con, Record):
+            result = self.record(con, 1, {})
+            self.emit(1, f"return {result}, off")
+        else:
+            self.union(con, 1)
+        return "\n".join(self.lines)
+
+    def union(self, con: Union, ind: int) -> None:
+        tag = self.fresh("tag")
+        start = self.fresh("start")
+        self.emit(ind, f"{start} = off")
+        self.scalar_read(con.tag.scalar, tag, repr(con.tag_field), ind)
+        enum_name = self.mod.enum(con.tag.enum_cls)
+        for member, case in con.cases.items():
+            self.emit(ind, f"if {tag} == {int(member)}:")
+            fields = {con.tag_field: f"{enum_name}.{member.name}"}
+            result = self.record(case, ind + 1, fields) if case is not None else self.dict_literal(fields)
+            self.emit(ind + 1, f"return {result}, off")
+        self.emit(
+            ind,
+            f"raise UnknownTagError(FORMAT, {start}, {con.tag_field!r}, f\"unknown {enum_name} {{{tag}}}\")",
+        )
+
+    @staticmethod
+    def dict_literal(fields: dict[str, str]) -> str:
+        return "{" + ", ".join(f"{k!r}: {v}" for k, v in fields.items()) + "}"
+
+    def record(self, con: Record, ind: int, fields: dict[str, str]) -> str:
+        """Emit the reads of a record's fields; return the expression of its dict."""
+        start = self.fresh("start")
+        if con.checks:
+            self.emit(ind, f"{start} = off")
+        group: list[tuple[str, Any]] = []
+        for name, sub in con.fields:
+            if isinstance(sub, _FIXED):
+                group.append((name, sub))
+                continue
+            self.group(group, ind, fields)
+            group = []
+            local = f"f_{name}_{self.fresh('')}"
+            self.value(sub, local, repr(name), ind)
+            fields[name] = local
+        self.group(group, ind, fields)
+        result = self.dict_literal(fields)
+        if con.checks:
+            out = self.fresh("value")
+            self.emit(ind, f"{out} = {result}")
+            for check in con.checks:
+                if isinstance(check, Rule):
+                    expr = _THIS_RE.sub(lambda m: fields[m.group(1)], repr(check.expr))
+                    self.emit(ind, f"if not {expr}:")
+                    self.emit(ind + 1, f"raise InvalidValueError(FORMAT, {start}, {check.field!r}, {check.reason!r})")
+                else:
+                    fault = self.fresh("fault")
+                    self.emit(ind, f"{fault} = {self.mod.check(check.check)}({out}, ctx)")
+                    self.emit(ind, f"if {fault} is not None:")
+                    self.emit(ind + 1, f"raise InvalidValueError(FORMAT, {start}, {fault}[0], {fault}[1])")
+            return out
+        return result
+
+    def group(self, group: list[tuple[str, Any]], ind: int, fields: dict[str, str]) -> None:
+        """One bounds check and one unpack for consecutive fixed-size fields."""
+        if not group:
+            return
+        codes = "".join("B" if isinstance(sub, Bool8) else (sub.scalar.code if isinstance(sub, Tag) else sub.code)
+                        for _, sub in group)
+        packer = self.mod.struct(codes)
+        layout, rel = [], 0
+        for name, sub in group:
+            layout.append((rel, sub.size, name))
+            rel += sub.size
+        layout_name = self.mod.const(repr(tuple(layout)), "L")
+        locals_ = [f"f_{name}_{self.fresh('')}" for name, _ in group]
+        self.emit(ind, f"if off + {rel} > n:")
+        self.emit(ind + 1, f"raise truncated(FORMAT, off, n, {layout_name})")
+        self.emit(ind, f"{', '.join(locals_)}{',' if len(locals_) == 1 else ''} = {packer}.unpack_from(buf, off)")
+        for (name, sub), local, (fo, _, _) in zip(group, locals_, layout):
+            if isinstance(sub, Bool8):
+                self.emit(ind, f"if {local} > 1:")
+                self.emit(ind + 1, f"raise InvalidValueError(FORMAT, off + {fo}, {name!r}, f\"boolean byte is {{{local}}}, not 0 or 1\")")
+                self.emit(ind, f"{local} = {local} == 1")
+            elif isinstance(sub, Tag):
+                enum_name = self.mod.enum(sub.enum_cls)
+                raw = self.fresh("raw")
+                self.emit(ind, f"{raw} = {local}")
+                self.emit(ind, f"{local} = _BY_VALUE_{enum_name}.get({raw})")
+                self.emit(ind, f"if {local} is None:")
+                self.emit(ind + 1, f"raise UnknownTagError(FORMAT, off + {fo}, {name!r}, f\"unknown {enum_name} {{{raw}}}\")")
+            fields[name] = local
+        self.emit(ind, f"off += {rel}")
+
+    def scalar_read(self, sub: Scalar, local: str, path: str, ind: int) -> None:
+        self.emit(ind, f"if off + {sub.size} > n:")
+        self.emit(ind + 1, f"raise TruncatedError(FORMAT, off, {path}, f\"{sub.size} bytes needed, {{n - off}} present\")")
+        if sub.code == "B":
+            self.emit(ind, f"{local} = buf[off]")
+        else:
+            self.emit(ind, f"({local},) = {self.mod.struct(sub.code)}.unpack_from(buf, off)")
+        self.emit(ind, f"off += {sub.size}")
+
+    def value(self, sub: Any, local: str, path: str, ind: int) -> None:
+        """Read one value of ``sub`` into ``local``; ``path`` is a Python expression of its field path."""
+        if isinstance(sub, (Record, Union)):
+            err = self.fresh("exc")
+            self.emit(ind, "try:")
+            self.emit(ind + 1, f"{local}, off = {self.mod.reader(sub)}(buf, off, depth, ctx)")
+            self.emit(ind, f"except InertError as {err}:")
+            self.emit(ind + 1, f"raise {err}.within({path}) from None")
+        elif isinstance(sub, Recursive):
+            self.emit(ind, f"if depth >= {sub.max_depth}:")
+            self.emit(ind + 1, f"raise LimitError(FORMAT, off, {path}, \"nesting exceeds max_depth({sub.max_depth})\")")
+            err = self.fresh("exc")
+            self.emit(ind, "try:")
+            self.emit(ind + 1, f"{local}, off = {self.mod.reader(_target(sub))}(buf, off, depth + 1, ctx)")
+            self.emit(ind, f"except InertError as {err}:")
+            self.emit(ind + 1, f"raise {err}.within({path}) from None")
+        elif isinstance(sub, Scalar):
+            self.scalar_read(sub, local, path, ind)
+        elif isinstance(sub, Utf8):
+            self.utf8(sub, local, path, ind)
+        elif isinstance(sub, Array):
+            self.array(sub, local, path, ind)
+        elif isinstance(sub, Optional):
+            flag = self.fresh("flag")
+            self.emit(ind, "if off >= n:")
+            self.emit(ind + 1, f"raise TruncatedError(FORMAT, off, {path}, \"1 bytes needed, 0 present\")")
+            self.emit(ind, f"{flag} = buf[off]")
+            self.emit(ind, f"if {flag} > 1:")
+            self.emit(ind + 1, f"raise InvalidValueError(FORMAT, off, {path}, f\"boolean byte is {{{flag}}}, not 0 or 1\")")
+            self.emit(ind, "off += 1")
+            self.emit(ind, f"{local} = None")
+            self.emit(ind, f"if {flag}:")
+            self.value(sub.element, local, path, ind + 1)
+        else:
+            raise TypeError(f"the generator cannot read {type(sub).__name__}")
+
+    def utf8(self, sub: Utf8, local: str, path: str, ind: int) -> None:
+        length, start = self.fresh("length"), self.fresh("at")
+        self.emit(ind, f"{start} = off")
+        self._prefix(sub.prefix, length, path, ind)
+        self.emit(ind, f"if {length} > {sub.max_len}:")
+        self.emit(ind + 1, f"raise LimitError(FORMAT, {start}, {path}, f\"string length {{{length}}} exceeds max_len({sub.max_len})\")")
+        self.emit(ind, f"if off + {length} > n:")
+        self.emit(ind + 1, f"raise TruncatedError(FORMAT, off, {path}, f\"{{{length}}} bytes needed, {{n - off}} present\")")
+        err = self.fresh("exc")
+        self.emit(ind, "try:")
+        self.emit(ind + 1, f"{local} = str(buf[off:off + {length}], 'utf-8')")
+        self.emit(ind, f"except UnicodeDecodeError as {err}:")
+        self.emit(ind + 1, f"raise InvalidValueError(FORMAT, off + {err}.start, {path}, \"invalid UTF-8\") from None")
+        self.emit(ind, f"off += {length}")
+
+    def _prefix(self, prefix: Scalar, local: str, path: str, ind: int) -> None:
+        self.emit(ind, f"if off + {prefix.size} > n:")
+        self.emit(ind + 1, f"raise TruncatedError(FORMAT, off, {path}, f\"{prefix.size} bytes needed, {{n - off}} present\")")
+        self.emit(ind, f"({local},) = {self.mod.struct(prefix.code)}.unpack_from(buf, off)")
+        self.emit(ind, f"off += {prefix.size}")
+
+    def array(self, sub: Array, local: str, path: str, ind: int) -> None:
+        count, start = self.fresh("count"), self.fresh("at")
+        self.emit(ind, f"{start} = off")
+        self._prefix(sub.prefix, count, path, ind)
+        self.emit(ind, f"if {count} > {sub.max_count}:")
+        self.emit(ind + 1, f"raise LimitError(FORMAT, {start}, {path}, f\"count {{{count}}} exceeds max_count({sub.max_count})\")")
+        smallest = min_size(sub.element)
+        self.emit(ind, f"if {count} * {smallest} > n - off:")
+        self.emit(
+            ind + 1,
+            f"raise TruncatedError(FORMAT, {start}, {path}, f\"{{{count}}} elements need at least {{{count} * {smallest}}} bytes, {{n - off}} present\")",
+        )
+        element = sub.element
+        if isinstance(element, Scalar):
+            self.emit(ind, f"{local} = list(struct.unpack_from(f'<{{{count}}}{element.code}', buf, off))")
+            self.emit(ind, f"off += {count} * {element.size}")
+            return
+        index, item = self.fresh("i"), self.fresh("item")
+        self.emit(ind, f"{local} = []")
+        self.emit(ind, f"for {index} in range({count}):")
+        self.value(element, item, _item_path(path, index), ind + 1)
+        self.emit(ind + 1, f"{local}.append({item})")
+
+
+class _WriteEmitter(_ReadEmitter):
+    """Emits the writer of one Record or Union, mirroring its reader."""
+
+    def function(self, con: Record | Union) -> str:
+        name = self.mod.writers[id(con)]
+        self.emit(0, f"def {name}(v: Any, out: list[bytes], depth: int) -> None:")
+        self.emit(1, f"v = as_dict(FORMAT, '', v, {con.typename!r})")
+        if isinstance(con, Record):
+            self.record_w(con, 1)
+        else:
+            self.union_w(con, 1)
+        return "\n".join(self.lines)
+
+    def union_w(self, con: Union, ind: int) -> None:
+        enum_name = self.mod.enum(con.tag.enum_cls)
+        tag = self.fresh("tag")
+        self.emit(ind, f"if {con.tag_field!r} not in v:")
+        self.emit(ind + 1, f"raise WriteTypeError(FORMAT, {con.tag_field!r}, 'missing')")
+        self.emit(ind, f"{tag} = tag_member(FORMAT, {con.tag_field!r}, v[{con.tag_field!r}], _FROM_{enum_name}, {enum_name!r})")
+        self.emit(ind, f"out.append({self.mod.struct(con.tag.scalar.code)}.pack({tag}))")
+        for member, case in con.cases.items():
+            if case is None:
+                continue
+            self.emit(ind, f"if {tag} == {int(member)}:")
+            self.record_w(case, ind + 1)
+
+    def record_w(self, con: Record, ind: int) -> None:
+        names = [name for name, _ in con.fields]
+        locals_ = {name: f"f_{name}_{self.fresh('')}" for name in names}
+        if names:
+            err = self.fresh("exc")
+            self.emit(ind, "try:")
+            for name in names:
+                self.emit(ind + 1, f"{locals_[name]} = v[{name!r}]")
+            self.emit(ind, f"except KeyError as {err}:")
+            self.emit(ind + 1, f"raise WriteTypeError(FORMAT, {err}.args[0], 'missing') from None")
+        group: list[tuple[str, Any]] = []
+        for name, sub in con.fields:
+            if isinstance(sub, _FIXED):
+                group.append((name, sub))
+                continue
+            self.group_w(group, ind, locals_)
+            group = []
+            self.value_w(sub, locals_[name], repr(name), ind)
+        self.group_w(group, ind, locals_)
+        for check in con.checks:
+            if isinstance(check, Rule):
+                expr = _THIS_RE.sub(lambda m: locals_[m.group(1)], repr(check.expr))
+                self.emit(ind, f"if not {expr}:")
+                self.emit(ind + 1, f"raise WriteValueError(FORMAT, {check.field!r}, {check.reason!r})")
+            else:
+                fault = self.fresh("fault")
+                self.emit(ind, f"{fault} = {self.mod.check(check.check)}(v, _NO_CTX)")
+                self.emit(ind, f"if {fault} is not None:")
+                self.emit(ind + 1, f"raise WriteValueError(FORMAT, {fault}[0], {fault}[1])")
+
+    def group_w(self, group: list[tuple[str, Any]], ind: int, locals_: dict[str, str]) -> None:
+        if not group:
+            return
+        codes = ""
+        for name, sub in group:
+            local = locals_[name]
+            if isinstance(sub, Bool8):
+                codes += "B"
+                self.emit(ind, f"{local} = as_bool(FORMAT, {name!r}, {local})")
+            elif isinstance(sub, Tag):
+                codes += sub.scalar.code
+                enum_name = self.mod.enum(sub.enum_cls)
+                self.emit(ind, f"{local} = tag_member(FORMAT, {name!r}, {local}, _FROM_{enum_name}, {enum_name!r})")
+            else:
+                codes += sub.code
+                self.scalar_w(sub, local, repr(name), ind)
+        args = ", ".join(locals_[name] for name, _ in group)
+        self.emit(ind, f"out.append({self.mod.struct(codes)}.pack({args}))")
+
+    def scalar_w(self, sub: Scalar, local: str, path: str, ind: int) -> None:
+        if sub.is_float:
+            self.emit(ind, f"if {local}.__class__ is not float:")
+            self.emit(ind + 1, f"{local} = as_float(FORMAT, {path}, {local})")
+        else:
+            self.emit(ind, f"if {local}.__class__ is not int or not {sub.low} <= {local} <= {sub.high}:")
+            self.emit(ind + 1, f"{local} = as_int(FORMAT, {path}, {local}, {sub.low}, {sub.high}, {sub.typename!r})")
+
+    def value_w(self, sub: Any, local: str, path: str, ind: int) -> None:
+        if isinstance(sub, (Record, Union, Recursive)):
+            if isinstance(sub, Recursive):
+                self.emit(ind, f"if depth >= {sub.max_depth}:")
+                self.emit(ind + 1, f"raise WriteValueError(FORMAT, {path}, \"nesting exceeds max_depth({sub.max_depth})\")")
+                call = f"{self.mod.writer(_target(sub))}({local}, out, depth + 1)"
+            else:
+                call = f"{self.mod.writer(sub)}({local}, out, depth)"
+            err = self.fresh("exc")
+            self.emit(ind, "try:")
+            self.emit(ind + 1, call)
+            self.emit(ind, f"except (WriteTypeError, WriteValueError) as {err}:")
+            self.emit(ind + 1, f"raise {err}.within({path}) from None")
+        elif isinstance(sub, Scalar):
+            self.scalar_w(sub, local, path, ind)
+            self.emit(ind, f"out.append({self.mod.struct(sub.code)}.pack({local}))")
+        elif isinstance(sub, Utf8):
+            data = self.fresh("data")
+            self.emit(ind, f"{data} = as_text(FORMAT, {path}, {local}, {sub.max_len})")
+            self.emit(ind, f"out.append({self.mod.struct(sub.prefix.code)}.pack(len({data})))")
+            self.emit(ind, f"out.append({data})")
+        elif isinstance(sub, Optional):
+            self.emit(ind, f"if {local} is None:")
+            self.emit(ind + 1, "out.append(b'\\x00')")
+            self.emit(ind, "else:")
+            self.emit(ind + 1, "out.append(b'\\x01')")
+            self.value_w(sub.element, local, path, ind + 1)
+        elif isinstance(sub, Array):
+            self.emit(ind, f"{local} = as_list(FORMAT, {path}, {local}, {sub.max_count})")
+            self.emit(ind, f"out.append({self.mod.struct(sub.prefix.code)}.pack(len({local})))")
+            index, item = self.fresh("i"), self.fresh("item")
+            element = sub.element
+            item_path = _item_path(path, index)
+            if isinstance(element, Scalar):
+                self.emit(ind, f"{local} = list({local})")
+                self.emit(ind, f"for {index}, {item} in enumerate({local}):")
+                self.scalar_w(element, item, item_path, ind + 1)
+                self.emit(ind + 2, f"{local}[{index}] = {item}")
+                self.emit(ind, f"out.append(struct.pack(f'<{{len({local})}}{element.code}', *{local}))")
+                return
+            self.emit(ind, f"for {index}, {item} in enumerate({local}):")
+            self.value_w(element, item, item_path, ind + 1)
+        else:
+            raise TypeError(f"the generator cannot write {type(sub).__name__}")
+
+
+_HEADER = '''\
+# Generated by `inert gen` from {spec} (spec hash {digest}).
+# Do not edit: change the spec or the generator, then run `inert gen`.
+"""Codec for the ``{name}`` format (generated).
+
+{doc}
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from typing import Any, Union
+
+from inert import _checks
+from inert._codec_runtime import (
+    as_bool,
+    as_buffer,
+    as_dict,
+    as_float,
+    as_int,
+    as_list,
+    as_text,
+    tag_member,
+    truncated,
+)
+from inert._errors import (
+    InertError,
+    InvalidValueError,
+    LimitError,
+    TrailingBytesError,
+    TruncatedError,
+    UnknownTagError,
+    WriteTypeError,
+    WriteValueError,
+)
+
+__all__ = ["FORMAT", "VERSIONS", "LATEST", "decode", "encode"{enum_names}]
+
+FORMAT = {name!r}
+VERSIONS = {versions!r}
+LATEST = {latest}
+SPEC_HASH = {digest!r}
+
+Buffer = Union[bytes, bytearray, memoryview]
+_NO_CTX: dict[str, Any] = {{}}
+'''
+
+_FOOTER = '''
+
+_READERS = {readers}
+_WRITERS = {writers}
+
+
+def decode(data: Buffer, *, version: int = LATEST{param_sig}) -> Any:
+    """Decode one ``{name}`` value; raise an ``InertError`` subclass on any fault."""
+    buf = as_buffer(data)
+    reader = _READERS.get(version)
+    if reader is None:
+        raise ValueError(f"{{FORMAT}}: version {{version}} is not one of {{VERSIONS}}")
+    value, off = reader(buf, 0, 0, {ctx})
+    if off != len(buf):
+        raise TrailingBytesError(FORMAT, off, "", f"{{len(buf) - off}} bytes after the end of the value")
+    return value
+
+
+def encode(value: Any, *, version: int = LATEST) -> bytes:
+    """Encode one ``{name}`` value; raise ``WriteTypeError``/``WriteValueError`` naming the field."""
+    writer = _WRITERS.get(version)
+    if writer is None:
+        raise ValueError(f"{{FORMAT}}: version {{version}} is not one of {{VERSIONS}}")
+    out: list[bytes] = []
+    writer(value, out, 0)
+    return b"".join(out)
+'''
+
+
+def generate(fmt: Format) -> str:
+    """The source of ``inert.codecs.<format>``."""
+    mod = _Module(fmt)
+    for con in fmt.versions.values():
+        if not isinstance(con, (Record, Union)):
+            raise TypeError(f"{fmt.name}: a version's top level must be a Record or a Union")
+        mod.reader(con)
+    mod.drain()
+    parts = []
+    names = "".join(f", {n!r}" for n in sorted(mod.enums))
+    doc = fmt.doc.strip().replace('"""', "'''")
+    parts.append(
+        _HEADER.format(
+            spec=f"spec/{fmt.module_name}.py",
+            digest=_spec_hash(fmt),
+            name=fmt.name,
+            doc=doc,
+            enum_names=names,
+            versions=tuple(sorted(fmt.versions)),
+            latest=fmt.latest,
+        )
+    )
+    for enum_name in sorted(mod.enums):
+        enum_cls = mod.enums[enum_name]
+        body = "\n".join(f"    {m.name} = {int(m)}" for m in enum_cls)
+        parts.append(f"\n\nclass {enum_name}(enum.IntEnum):\n{body}\n")
+        parts.append(f"\n_BY_VALUE_{enum_name} = {{int(m): m for m in {enum_name}}}")
+        parts.append(
+            f"\n_FROM_{enum_name}: dict[Any, {enum_name}] = {{**_BY_VALUE_{enum_name}, **{{m.name: m for m in {enum_name}}}}}\n"
+        )
+    parts.append("\n")
+    for source, cname in mod.consts.items():
+        parts.append(f"{cname} = {source}\n")
+    for function in mod.functions:
+        parts.append("\n\n" + function + "\n")
+    readers = "{" + ", ".join(f"{v}: {mod.readers[id(c)]}" for v, c in sorted(fmt.versions.items())) + "}"
+    writers = "{" + ", ".join(f"{v}: {mod.writers[id(c)]}" for v, c in sorted(fmt.versions.items())) + "}"
+    param_sig = "".join(f", {p}: Any = None" for p in fmt.params)
+    ctx = "{" + ", ".join(f"{p!r}: {p}" for p in fmt.params) + "}" if fmt.params else "_NO_CTX"
+    parts.append(
+        _FOOTER.format(readers=readers, writers=writers, name=fmt.name, param_sig=param_sig, ctx=ctx)
+    )
+    return "".join(parts).replace("\n\n\n\n", "\n\n\n")
+
+
+def _package_init() -> str:
+    modules = ", ".join(repr(f.module_name) for f in FORMATS.values())
+    return (
+        "# Generated by `inert gen`. Do not edit: change the spec or the generator, then run `inert gen`.\n"
+        '"""The generated codecs of Inert\'s formats, one module per format (installed as ``inert.codecs``).\n\n'
+        "Each module exposes ``decode(data) -> value`` and ``encode(value) -> bytes`` and needs only the\n"
+        'standard library (and msgpack for the formats that carry value documents)."""\n\n'
+        f"__all__ = [{modules}]\n\n"
+        f"#: Format name -> module name, for the formats this package holds.\n"
+        f"MODULES = {{{', '.join(f'{f.name!r}: {f.module_name!r}' for f in FORMATS.values())}}}\n"
+    )
+
+
+def outputs() -> dict[Path, str]:
+    """Every file ``inert gen`` writes, with its text."""
+    files = {CODECS_DIR / "__init__.py": _package_init()}
+    for fmt in FORMATS.values():
+        files[CODECS_DIR / f"{fmt.module_name}.py"] = generate(fmt)
+    return files
+
+
+def run(check: bool) -> int:
+    """Write (or with ``check``, compare) every generated file; the CLI's exit code."""
+    stale = []
+    for path, text in outputs().items():
+        current = path.read_text() if path.exists() else None
+        if current == text:
+            continue
+        stale.append(path)
+        if not check:
+            path.write_text(text)
+    if check and stale:
+        for path in stale:
+            print(f"inert: gen --check: {path.name} is stale; run `inert gen`", file=sys.stderr)
+        return 1
+    if not check:
+        print(f"inert gen: {len(stale)} file(s) written", file=sys.stderr)
+    return 0

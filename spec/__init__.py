@@ -1,0 +1,24 @@
+"""The normative grammar of Inert's formats (installed as ``inert.spec``).
+
+Each module declares one format and every version of it with the vocabulary in
+:mod:`inert.spec._grammar`.  ``FORMATS`` is the registry the generator, the CLI
+and the conformance runner read.  Needs the ``spec`` extra (Construct).
+"""
+
+from __future__ import annotations
+
+try:
+    import construct  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised by the missing-extra test
+    raise ImportError("inert.spec needs Construct: pip install 'inert[spec]'") from exc
+
+from . import shm_descriptor, shm_message, shm_samples_meta
+from ._grammar import Format
+
+#: Every format, by name, in the order the documentation lists them.
+FORMATS: dict[str, Format] = {
+    module.FORMAT.name: module.FORMAT
+    for module in (shm_message, shm_samples_meta, shm_descriptor)
+}
+
+__all__ = ["FORMATS", "Format"]

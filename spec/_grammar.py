@@ -1,0 +1,540 @@
+"""The vocabulary Inert's formats are declared in.
+
+Every element is a Construct class, so a declaration is at once:
+
+* reference codec #1: Construct interprets it (``parse``/``build``), slowly but
+  faithfully, for differential testing and the conformance runner;
+* the input of the generator (``inert gen``), which walks the same objects and
+  writes the plain-Python codecs in ``inert.codecs``.
+
+The vocabulary is deliberately small.  Every element that reads a count, a
+length or a nesting level carries its limit, so no declaration can describe an
+unbounded read.  Names of primitives say width, sign and byte order (all
+little-endian), as in Construct: ``Int64ul`` is an unsigned 64-bit little-endian
+integer.
+
+Errors: while parsing, every element raises the project's errors
+(:mod:`inert._errors`) with the absolute offset and the field path; while
+building, :class:`~inert._errors.WriteTypeError`/``WriteValueError``.
+"""
+
+from __future__ import annotations
+
+import enum
+import io
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from construct import Construct, Container
+
+from inert._errors import (
+    InertError,
+    InvalidValueError,
+    LimitError,
+    TrailingBytesError,
+    TruncatedError,
+    UnknownTagError,
+    WriteTypeError,
+    WriteValueError,
+)
+
+__all__ = [
+    "Scalar",
+    "Int8ul",
+    "Int32ul",
+    "Int32sl",
+    "Int64ul",
+    "Int64sl",
+    "Float64l",
+    "Bool8",
+    "Tag",
+    "Utf8",
+    "Array",
+    "Optional",
+    "Record",
+    "Union",
+    "Recursive",
+    "Rule",
+    "Validate",
+    "Format",
+    "min_size",
+    "interpret_decode",
+    "interpret_encode",
+]
+
+_FORMAT = "?"  # errors raised inside the grammar are attributed by interpret_*()
+
+
+def _remaining(stream: io.BytesIO) -> int:
+    return len(stream.getbuffer()) - stream.tell()
+
+
+def _read(stream: io.BytesIO, size: int) -> bytes:
+    offset = stream.tell()
+    data = stream.read(size)
+    if len(data) != size:
+        raise TruncatedError(_FORMAT, offset, "", f"{size} bytes needed, {len(data)} present")
+    return data
+
+
+def _params(context: Any) -> Any:
+    return context._params
+
+
+class Scalar(Construct):  # type: ignore[misc]
+    """A fixed-width little-endian number; ``code`` is its ``struct`` letter."""
+
+    def __init__(self, typename: str, code: str) -> None:
+        super().__init__()
+        self.typename = typename
+        self.code = code
+        self.packer = struct.Struct("<" + code)
+        self.size = self.packer.size
+        self.is_float = code == "d"
+        if not self.is_float:
+            bits = self.size * 8
+            signed = code.islower()
+            self.low = -(1 << (bits - 1)) if signed else 0
+            self.high = (1 << (bits - 1)) - 1 if signed else (1 << bits) - 1
+
+    def __repr__(self) -> str:
+        return self.typename
+
+    def _parse(self, stream: io.BytesIO, context: Any, path: str) -> Any:
+        return self.packer.unpack(_read(stream, self.size))[0]
+
+    def _build(self, obj: Any, stream: io.BytesIO, context: Any, path: str) -> Any:
+        stream.write(self.packer.pack(self.check(obj)))
+        return obj
+
+    def check(self, obj: Any) -> Any:
+        """The value to pack, or a write error saying why it cannot be."""
+        if self.is_float:
+            if isinstance(obj, bool) or not isinstance(obj, (int, float)):
+                raise WriteTypeError(_FORMAT, "", f"expected float, got {type(obj).__name__}")
+            return float(obj)
+        if isinstance(obj, bool) or not isinstance(obj, int):
+            raise WriteTypeError(_FORMAT, "", f"expected int, got {type(obj).__name__}")
+        if not self.low <= obj <= self.high:
+            raise WriteValueError(_FORMAT, "", f"{obj} outside {self.typename} range {self.low}..{self.high}")
+        return int(obj)
+
+    def _sizeof(self, context: Any, path: str) -> int:
+        return self.size
+
+
+Int8ul = Scalar("Int8ul", "B")
+Int32ul = Scalar("Int32ul", "I")
+Int32sl = Scalar("Int32sl", "i")
+Int64ul = Scalar("Int64ul", "Q")
+Int64sl = Scalar("Int64sl", "q")
+Float64l = Scalar("Float64l", "d")
+
+
+class Bool8(Construct):  # type: ignore[misc]
+    """One byte, 0 or 1.  Any other byte is refused: it would be a second spelling of true."""
+
+    size = 1
+
+    def _parse(self, stream: io.BytesIO, context: Any, path: str) -> bool:
+        offset = stream.tell()
+        byte = _read(stream, 1)[0]
+        if byte > 1:
+            raise InvalidValueError(_FORMAT, offset, "", f"boolean byte is {byte}, not 0 or 1")
+        return byte == 1
+
+    def _build(self, obj: Any, stream: io.BytesIO, context: Any, path: str) -> Any:
+        if not isinstance(obj, bool):
+            raise WriteTypeError(_FORMAT, "", f"expected bool, got {type(obj).__name__}")
+        stream.write(b"\x01" if obj else b"\x00")
+        return obj
+
+
+class Tag(Construct):  # type: ignore[misc]
+    """An enumeration stored as ``scalar``; decodes to the ``IntEnum`` member.
+
+    Writers take the member, its integer value or its name.
+    """
+
+    def __init__(self, enum_cls: type[enum.IntEnum], scalar: Scalar = Int8ul) -> None:
+        super().__init__()
+        self.enum_cls = enum_cls
+        self.scalar = scalar
+        self.size = scalar.size
+
+    def _parse(self, stream: io.BytesIO, context: Any, path: str) -> enum.IntEnum:
+        offset = stream.tell()
+        raw = self.scalar._parse(stream, context, path)
+        try:
+            return self.enum_cls(raw)
+        except ValueError:
+            raise UnknownTagError(_FORMAT, offset, "", f"unknown {self.enum_cls.__name__} {raw}") from None
+
+    def member(self, obj: Any) -> enum.IntEnum:
+        """The member ``obj`` names, or a write error."""
+        name = self.enum_cls.__name__
+        if isinstance(obj, str) or (isinstance(obj, int) and not isinstance(obj, bool)):
+            try:
+                return self.enum_cls[obj] if isinstance(obj, str) else self.enum_cls(obj)
+            except (KeyError, ValueError):
+                raise WriteValueError(_FORMAT, "", f"unknown {name} {obj!r}") from None
+        raise WriteTypeError(_FORMAT, "", f"expected {name}, got {type(obj).__name__}")
+
+    def _build(self, obj: Any, stream: io.BytesIO, context: Any, path: str) -> Any:
+        member = self.member(obj)
+        self.scalar._build(int(member), stream, context, path)
+        return member
+
+
+class Utf8(Construct):  # type: ignore[misc]
+    """A UTF-8 string after a length prefix, at most ``max_len`` bytes.
+
+    Invalid UTF-8 is refused, never replaced: a reader that replaced it would
+    decode two different byte strings to one value.
+    """
+
+    def __init__(self, prefix: Scalar, max_len: int) -> None:
+        super().__init__()
+        self.prefix = prefix
+        self.max_len = max_len
+
+    def _parse(self, stream: io.BytesIO, context: Any, path: str) -> str:
+        offset = stream.tell()
+        length = self.prefix._parse(stream, context, path)
+        if length > self.max_len:
+            raise LimitError(_FORMAT, offset, "", f"string length {length} exceeds max_len({self.max_len})")
+        data = _read(stream, length)
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidValueError(
+                _FORMAT, offset + self.prefix.size + exc.start, "", "invalid UTF-8"
+            ) from None
+
+    def _build(self, obj: Any, stream: io.BytesIO, context: Any, path: str) -> Any:
+        if not isinstance(obj, str):
+            raise WriteTypeError(_FORMAT, "", f"expected str, got {type(obj).__name__}")
+        try:
+            data = obj.encode("utf-8")
+        except UnicodeEncodeError:
+            raise WriteValueError(_FORMAT, "", "string holds lone surrogates, not encodable as UTF-8") from None
+        if len(data) > self.max_len:
+            raise WriteValueError(_FORMAT, "", f"string length {len(data)} exceeds max_len({self.max_len})")
+        self.prefix._build(len(data), stream, context, path)
+        stream.write(data)
+        return obj
+
+
+class Array(Construct):  # type: ignore[misc]
+    """A count prefix then that many elements, at most ``max_count``.
+
+    The count is also checked against the bytes that remain (count times the
+    element's smallest encoding), so a forged count allocates nothing.
+    """
+
+    def __init__(self, prefix: Scalar, element: Construct, max_count: int) -> None:
+        super().__init__()
+        self.prefix = prefix
+        self.element = element
+        self.max_count = max_count
+
+    def _parse(self, stream: io.BytesIO, context: Any, path: str) -> list[Any]:
+        offset = stream.tell()
+        count = self.prefix._parse(stream, context, path)
+        if count > self.max_count:
+            raise LimitError(_FORMAT, offset, "", f"count {count} exceeds max_count({self.max_count})")
+        smallest = min_size(self.element)
+        if count * smallest > _remaining(stream):
+            raise TruncatedError(
+                _FORMAT, offset, "", f"{count} elements need at least {count * smallest} bytes, {_remaining(stream)} present"
+            )
+        items = []
+        for index in range(count):
+            try:
+                items.append(self.element._parse(stream, context, path))
+            except InertError as exc:
+                raise exc.within(f"[{index}]") from None
+        return items
+
+    def _build(self, obj: Any, stream: io.BytesIO, context: Any, path: str) -> Any:
+        if not isinstance(obj, (list, tuple)):
+            raise WriteTypeError(_FORMAT, "", f"expected list, got {type(obj).__name__}")
+        if len(obj) > self.max_count:
+            raise WriteValueError(_FORMAT, "", f"count {len(obj)} exceeds max_count({self.max_count})")
+        self.prefix._build(len(obj), stream, context, path)
+        for index, item in enumerate(obj):
+            try:
+                self.element._build(item, stream, context, path)
+            except (WriteTypeError, WriteValueError) as exc:
+                raise exc.within(f"[{index}]") from None
+        return obj
+
+
+class Optional(Construct):  # type: ignore[misc]
+    """A :class:`Bool8` presence flag, then ``element`` when it is 1.  ``None`` when absent."""
+
+    def __init__(self, element: Construct) -> None:
+        super().__init__()
+        self.element = element
+
+    def _parse(self, stream: io.BytesIO, context: Any, path: str) -> Any:
+        if not Bool8()._parse(stream, context, path):
+            return None
+        return self.element._parse(stream, context, path)
+
+    def _build(self, obj: Any, stream: io.BytesIO, context: Any, path: str) -> Any:
+        stream.write(b"\x00" if obj is None else b"\x01")
+        if obj is not None:
+            self.element._build(obj, stream, context, path)
+        return obj
+
+
+class Rule:
+    """A relation between fields of a :class:`Record`, as a Construct expression.
+
+    ``Rule("end", this.end >= this.start, "end is before start")``.  The
+    generator turns the expression into Python; the interpreter evaluates it.
+    """
+
+    def __init__(self, field: str, expr: Any, reason: str) -> None:
+        self.field = field
+        self.expr = expr
+        self.reason = reason
+
+
+class Validate:
+    """A named rule from :mod:`inert._checks` run on the fields read so far.
+
+    ``check(fields, ctx)`` returns ``None`` or ``(field, reason)``; ``ctx``
+    holds what the caller knows beyond the bytes (e.g. ``chunk_size``).
+    """
+
+    def __init__(self, check: Callable[[dict[str, Any], dict[str, Any]], tuple[str, str] | None]) -> None:
+        self.check = check
+
+
+def _run_checks(checks: list[Rule | Validate], fields: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str] | None:
+    for check in checks:
+        if isinstance(check, Rule):
+            if not check.expr(fields):
+                return check.field, check.reason
+        else:
+            fault = check.check(fields, ctx)
+            if fault is not None:
+                return fault
+    return None
+
+
+class Record(Construct):  # type: ignore[misc]
+    """Named fields in order, then the rules that relate them.
+
+    ``Record("Descriptor", "worker_id" / Int32sl, ..., Validate(check))``.
+    Decodes to a ``dict``.  ``typename`` names the generated reader and writer.
+    """
+
+    def __init__(self, typename: str, *items: Any) -> None:
+        super().__init__()
+        self.typename = typename
+        self.fields: list[tuple[str, Construct]] = []
+        self.checks: list[Rule | Validate] = []
+        for item in items:
+            if isinstance(item, (Rule, Validate)):
+                self.checks.append(item)
+            else:
+                self.fields.append((item.name, item.subcon))
+
+    def parse_into(self, stream: io.BytesIO, context: Any, fields: dict[str, Any]) -> None:
+        start = stream.tell()
+        for name, sub in self.fields:
+            try:
+                fields[name] = sub._parse(stream, context, name)
+            except InertError as exc:
+                raise exc.within(name) from None
+        fault = _run_checks(self.checks, fields, _params(context).ctx)
+        if fault is not None:
+            raise InvalidValueError(_FORMAT, start, fault[0], fault[1])
+
+    def build_from(self, obj: dict[str, Any], stream: io.BytesIO, context: Any) -> None:
+        for name, sub in self.fields:
+            if name not in obj:
+                raise WriteTypeError(_FORMAT, name, "missing")
+            try:
+                sub._build(obj[name], stream, context, name)
+            except (WriteTypeError, WriteValueError) as exc:
+                raise exc.within(name) from None
+        fault = _run_checks(self.checks, obj, {})
+        if fault is not None:
+            raise WriteValueError(_FORMAT, fault[0], fault[1])
+
+    def _parse(self, stream: io.BytesIO, context: Any, path: str) -> dict[str, Any]:
+        fields: dict[str, Any] = {}
+        self.parse_into(stream, context, fields)
+        return fields
+
+    def _build(self, obj: Any, stream: io.BytesIO, context: Any, path: str) -> Any:
+        if not isinstance(obj, dict):
+            raise WriteTypeError(_FORMAT, "", f"expected dict ({self.typename}), got {type(obj).__name__}")
+        self.build_from(obj, stream, context)
+        return obj
+
+
+class Union(Construct):  # type: ignore[misc]
+    """A :class:`Tag` then the :class:`Record` it selects (or nothing).
+
+    Decodes to one ``dict``: the tag under ``tag_field`` beside the case's fields.
+    """
+
+    def __init__(
+        self, typename: str, tag_field: str, tag: Tag, cases: dict[enum.IntEnum, Record | None]
+    ) -> None:
+        super().__init__()
+        self.typename = typename
+        self.tag_field = tag_field
+        self.tag = tag
+        self.cases = cases
+        if set(cases) != set(tag.enum_cls):
+            raise ValueError(f"{typename}: a case for every {tag.enum_cls.__name__} member is required")
+
+    def _parse(self, stream: io.BytesIO, context: Any, path: str) -> dict[str, Any]:
+        try:
+            member = self.tag._parse(stream, context, path)
+        except InertError as exc:
+            raise exc.within(self.tag_field) from None
+        fields: dict[str, Any] = {self.tag_field: member}
+        case = self.cases[member]
+        if case is not None:
+            case.parse_into(stream, context, fields)
+        return fields
+
+    def _build(self, obj: Any, stream: io.BytesIO, context: Any, path: str) -> Any:
+        if not isinstance(obj, dict):
+            raise WriteTypeError(_FORMAT, "", f"expected dict ({self.typename}), got {type(obj).__name__}")
+        if self.tag_field not in obj:
+            raise WriteTypeError(_FORMAT, self.tag_field, "missing")
+        try:
+            member = self.tag._build(obj[self.tag_field], stream, context, path)
+        except (WriteTypeError, WriteValueError) as exc:
+            raise exc.within(self.tag_field) from None
+        case = self.cases[member]
+        if case is not None:
+            case.build_from(obj, stream, context)
+        return obj
+
+
+class Recursive(Construct):  # type: ignore[misc]
+    """A reference to a declaration that contains itself, at most ``max_depth`` levels deep.
+
+    The outermost occurrence is level 1.  The limit stays well below Python's
+    recursion limit, so no input can exhaust the stack.
+    """
+
+    def __init__(self, target: Callable[[], Construct], max_depth: int) -> None:
+        super().__init__()
+        self.target = target
+        self.max_depth = max_depth
+
+    def _parse(self, stream: io.BytesIO, context: Any, path: str) -> Any:
+        params = _params(context)
+        if params.depth >= self.max_depth:
+            raise LimitError(_FORMAT, stream.tell(), "", f"nesting exceeds max_depth({self.max_depth})")
+        params.depth += 1
+        try:
+            return self.target()._parse(stream, context, path)
+        finally:
+            params.depth -= 1
+
+    def _build(self, obj: Any, stream: io.BytesIO, context: Any, path: str) -> Any:
+        params = _params(context)
+        if params.depth >= self.max_depth:
+            raise WriteValueError(_FORMAT, "", f"nesting exceeds max_depth({self.max_depth})")
+        params.depth += 1
+        try:
+            return self.target()._build(obj, stream, context, path)
+        finally:
+            params.depth -= 1
+
+
+def min_size(con: Any, _seen: frozenset[int] = frozenset()) -> int:
+    """The fewest bytes any encoding of ``con`` takes (used to bound counts)."""
+    if isinstance(con, (Scalar, Tag)):
+        return int(con.size)
+    if isinstance(con, Bool8):
+        return 1
+    if isinstance(con, (Utf8, Array)):
+        return int(con.prefix.size)
+    if isinstance(con, Optional):
+        return 1
+    if isinstance(con, Record):
+        return sum(min_size(sub, _seen) for _, sub in con.fields)
+    if isinstance(con, Union):
+        return con.tag.size + min(0 if c is None else min_size(c, _seen) for c in con.cases.values())
+    if isinstance(con, Recursive):
+        if id(con) in _seen:
+            return 0
+        return min_size(con.target(), _seen | {id(con)})
+    raise TypeError(f"min_size: {type(con).__name__} is not part of the grammar")
+
+
+class Format:
+    """A format: its name, its versions (each a top-level declaration) and its documentation.
+
+    ``params`` names what a reader may be told beyond the bytes (``chunk_size``);
+    they reach :class:`Validate` rules as ``ctx``.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        versions: dict[int, Construct],
+        doc: str,
+        params: tuple[str, ...] = (),
+    ) -> None:
+        self.name = name
+        self.versions = versions
+        self.doc = doc
+        self.params = params
+
+    @property
+    def latest(self) -> int:
+        return max(self.versions)
+
+    @property
+    def module_name(self) -> str:
+        return self.name.replace("-", "_")
+
+
+class _Params:
+    def __init__(self, ctx: dict[str, Any]) -> None:
+        self.ctx = ctx
+        self.depth = 0
+
+
+def _context(ctx: dict[str, Any]) -> Container:
+    context = Container()
+    context._params = _Params(ctx)
+    return context
+
+
+def interpret_decode(fmt: Format, data: bytes | bytearray | memoryview, version: int | None = None, **ctx: Any) -> Any:
+    """Decode ``data`` by interpreting the grammar (reference codec #1)."""
+    con = fmt.versions[fmt.latest if version is None else version]
+    stream = io.BytesIO(bytes(data))
+    try:
+        value = con._parse(stream, _context(ctx), "")
+        if _remaining(stream):
+            raise TrailingBytesError(_FORMAT, stream.tell(), "", f"{_remaining(stream)} bytes after the end of the value")
+    except InertError as exc:
+        raise exc.in_format(fmt.name) from None
+    return value
+
+
+def interpret_encode(fmt: Format, value: Any, version: int | None = None) -> bytes:
+    """Encode ``value`` by interpreting the grammar (reference codec #1)."""
+    con = fmt.versions[fmt.latest if version is None else version]
+    stream = io.BytesIO()
+    try:
+        con._build(value, stream, _context({}), "")
+    except (WriteTypeError, WriteValueError) as exc:
+        raise type(exc)(fmt.name, exc.field, exc.reason) from None
+    return stream.getvalue()

@@ -1,0 +1,1 @@
+"""Shared test fixtures: the no-execution guard runs around every test."""

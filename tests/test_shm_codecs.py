@@ -1,0 +1,222 @@
+"""The shared-memory formats: both reference codecs agree with each other and with pinned bytes."""
+
+from __future__ import annotations
+
+import pickle
+import struct
+from typing import Any
+
+import pytest
+
+import inert
+from inert.codecs import shm_descriptor, shm_message, shm_samples_meta
+from inert.spec import FORMATS
+from inert.spec._grammar import interpret_decode, interpret_encode
+
+SCHEDULED = {
+    "type": "SCHEDULED_TASK",
+    "context_i": 1,
+    "scheduled_i": 2,
+    "epoch_start": 3,
+    "minibatch_i": 4,
+    "task": {
+        "kind": "SAMPLE_RANGE",
+        "range": {"start": 10, "end": 20, "iteration": 1, "epoch": 0, "slice_start": 2, "slice_end": 8},
+    },
+}
+COMPLETED = {
+    "type": "COMPLETED_TASK",
+    "worker_id": 1,
+    "context_i": 0,
+    "scheduled_i": 5,
+    "minibatch_i": 5,
+    "meta": {"offset": 4096, "size": 300},
+    "exception": {"kind": "RUNTIME_ERROR", "message": "bad sample ü"},
+    "traceback": "Traceback ...",
+}
+META = {
+    "samples": [
+        {"kind": "ARRAY", "offset": 0, "nbytes": 24, "dtype": "<f4", "shape": [2, 3]},
+        {"kind": "TUPLE", "items": [{"kind": "ARRAY", "offset": 128, "nbytes": 1, "dtype": "|b1", "shape": []}]},
+        {"kind": "LIST", "items": []},
+    ]
+}
+DESCRIPTOR = {"worker_id": 1, "shm_chunk_id": 3, "shm_capacity": 8192, "offset": 0, "num_bytes": 100}
+
+CASES = [
+    (shm_message, SCHEDULED),
+    (shm_message, COMPLETED),
+    (shm_samples_meta, META),
+    (shm_descriptor, DESCRIPTOR),
+]
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal, with tags compared by name (the two codecs have their own enum classes)."""
+    from inert._canonical import to_json
+
+    return to_json(a) == to_json(b)
+
+
+def check_grammar(module: Any, value: Any) -> bytes:
+    """Decode equals the value, encode equals the bytes, both reference codecs agree."""
+    fmt = FORMATS[module.FORMAT]
+    data = module.encode(value)
+    assert interpret_encode(fmt, value) == data
+    decoded = module.decode(data)
+    assert _same(decoded, interpret_decode(fmt, data))
+    assert module.encode(decoded) == data
+    for kind in (bytes, bytearray, memoryview):
+        assert _same(module.decode(kind(data)), decoded)
+    return data
+
+
+@pytest.mark.parametrize(("module", "value"), CASES)
+def test_round_trip(module: Any, value: Any) -> None:
+    check_grammar(module, value)
+
+
+def test_scheduled_task_bytes_follow_the_seed_layout() -> None:
+    data = shm_message.encode(SCHEDULED)
+    expected = struct.pack("<BqqqqB6q", 1, 1, 2, 3, 4, 0, 10, 20, 1, 0, 2, 8)
+    assert data == expected
+
+
+def test_completed_task_bytes_follow_the_seed_layout() -> None:
+    message = "bad sample ü".encode()
+    expected = (
+        struct.pack("<Bqqqq", 2, 1, 0, 5, 5)
+        + b"\x01"
+        + struct.pack("<QQ", 4096, 300)
+        + b"\x02"
+        + struct.pack("<I", len(message))
+        + message
+        + b"\x01"
+        + struct.pack("<I", 13)
+        + b"Traceback ..."
+    )
+    assert shm_message.encode(COMPLETED) == expected
+
+
+def test_descriptor_is_32_bytes() -> None:
+    assert shm_descriptor.encode(DESCRIPTOR) == struct.pack("<iiQQQ", 1, 3, 8192, 0, 100)
+
+
+@pytest.mark.parametrize(
+    ("module", "data", "error", "where"),
+    [
+        (shm_message, b"\x03", inert.UnknownTagError, "offset 0: type"),
+        (shm_message, b"\x01" + b"\x00" * 10, inert.TruncatedError, "offset 9: scheduled_i"),
+        (shm_message, shm_message.encode(SCHEDULED) + b"\x00", inert.TrailingBytesError, "offset 82"),
+        (
+            shm_message,
+            struct.pack("<BqqqqB6q", 1, 0, 0, 0, 0, 0, 5, 4, 0, 0, 0, 0),
+            inert.InvalidValueError,
+            "task.range.end",
+        ),
+        (shm_message, struct.pack("<BqqqqB", 2, 0, 0, 0, 0, 2), inert.InvalidValueError, "offset 33: meta"),
+        (
+            shm_message,
+            struct.pack("<BqqqqBBI", 2, 0, 0, 0, 0, 0, 2, 2) + b"\xff\xfe" + b"\x00",
+            inert.InvalidValueError,
+            "exception.message: invalid UTF-8",
+        ),
+        (
+            shm_samples_meta,
+            struct.pack("<QBQQI", 1, 0, 0, 4, 2) + b"|O" + struct.pack("<IQ", 1, 1),
+            inert.InvalidValueError,
+            "samples[0].dtype",
+        ),
+        (shm_samples_meta, struct.pack("<Q", 1 << 40), inert.LimitError, "samples: count"),
+        (shm_samples_meta, struct.pack("<Q", 1000), inert.TruncatedError, "samples: 1000 elements"),
+        (
+            shm_samples_meta,
+            struct.pack("<QBQQI", 1, 0, 0, 16, 3) + b"<f4" + struct.pack("<IQ", 1, 1),
+            inert.InvalidValueError,
+            "samples[0].nbytes: 16 declared, shape and dtype give 4",
+        ),
+        (
+            shm_samples_meta,
+            struct.pack("<QBQQI", 1, 0, 2, 4, 3) + b"<f4" + struct.pack("<IQ", 1, 1),
+            inert.InvalidValueError,
+            "samples[0].offset",
+        ),
+        (
+            shm_samples_meta,
+            struct.pack("<QBQQI", 1, 0, 0, 8, 3) + b"<f8" + struct.pack("<I3Q", 3, 1 << 62, 1 << 62, 4),
+            inert.InvalidValueError,
+            "overflows",
+        ),
+        (shm_descriptor, struct.pack("<iiQQQ", 0, 0, 100, 50, 51), inert.InvalidValueError, "num_bytes"),
+    ],
+)
+def test_rejections_agree(module: Any, data: bytes, error: type, where: str) -> None:
+    with pytest.raises(error, match=where.replace("[", r"\[").replace("]", r"\]")) as generated:
+        module.decode(data)
+    with pytest.raises(error) as interpreted:
+        interpret_decode(FORMATS[module.FORMAT], data)
+    assert str(generated.value) == str(interpreted.value)
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    sample: dict[str, Any] = {"kind": "ARRAY", "offset": 0, "nbytes": 1, "dtype": "|u1", "shape": [1]}
+    for _ in range(depth - 1):
+        sample = {"kind": "TUPLE", "items": [sample]}
+    return {"samples": [sample]}
+
+
+def test_nesting_limit_is_64_levels() -> None:
+    check_grammar(shm_samples_meta, _nested(64))
+    with pytest.raises(inert.WriteValueError, match="max_depth"):
+        shm_samples_meta.encode(_nested(65))
+    data = shm_samples_meta.encode(_nested(64))
+    # Wrap the whole thing once more by hand: a 65th level.
+    deeper = struct.pack("<QBQ", 1, 1, 1) + data[8:]
+    with pytest.raises(inert.LimitError, match="max_depth"):
+        shm_samples_meta.decode(deeper)
+
+
+def test_chunk_bound_is_checked_when_known() -> None:
+    data = shm_samples_meta.encode(META)
+    shm_samples_meta.decode(data, chunk_size=129)
+    with pytest.raises(inert.InvalidValueError, match=r"samples\[1\]\.items\[0\]\.nbytes: bytes 128\.\.129"):
+        shm_samples_meta.decode(data, chunk_size=128)
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "where"),
+    [
+        ({**SCHEDULED, "context_i": True}, inert.WriteTypeError, "context_i: expected int, got bool"),
+        (
+            {**SCHEDULED, "task": {"kind": "BATCH", "args": {"kind": "INT", "value": True}}},
+            inert.WriteTypeError,
+            "task.args.value: expected int, got bool",
+        ),
+        ({**SCHEDULED, "context_i": 1 << 63}, inert.WriteValueError, "context_i"),
+        ({**SCHEDULED, "type": "NOPE"}, inert.WriteValueError, "type: unknown MessageType"),
+        ({**COMPLETED, "traceback": b"x"}, inert.WriteTypeError, "traceback: expected str, got bytes"),
+        ({k: v for k, v in COMPLETED.items() if k != "meta"}, inert.WriteTypeError, "meta: missing"),
+    ],
+)
+def test_writers_name_the_bad_field(value: Any, error: type, where: str) -> None:
+    with pytest.raises(error, match=where):
+        shm_message.encode(value)
+    with pytest.raises(error, match=where):
+        interpret_encode(FORMATS["shm-message"], value)
+
+
+def test_errors_pickle_intact() -> None:
+    try:
+        shm_message.decode(b"\x09")
+    except inert.InertError as exc:
+        copy = pickle.loads(pickle.dumps(exc))
+        assert type(copy) is type(exc) and str(copy) == str(exc)
+        assert (copy.format, copy.offset, copy.field) == ("shm-message", 0, "type")
+    err = inert.WriteTypeError("shm-message", "a.b", "expected int")
+    assert str(pickle.loads(pickle.dumps(err))) == str(err)
+    assert isinstance(err, TypeError) and not isinstance(err, inert.InertError)
+
+
+def test_truncated_error_is_also_eof_error() -> None:
+    with pytest.raises(EOFError):
+        shm_message.decode(b"")
