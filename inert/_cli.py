@@ -93,7 +93,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="inert", description="Inert: non-executable formats for ML artifacts.")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("formats", help="list the formats and their versions").set_defaults(run=_cmd_formats)
-    for name, run, what in (("decode", _cmd_decode, "bytes to canonical JSON"), ("encode", _cmd_encode, "canonical JSON to bytes")):
+    commands = (("decode", _cmd_decode, "bytes to canonical JSON"), ("encode", _cmd_encode, "canonical JSON to bytes"))
+    for name, run, what in commands:
         cmd = sub.add_parser(name, help=what)
         cmd.add_argument("--format", required=True, help="format name, e.g. shm-message")
         cmd.add_argument("--version", type=int, default=None, help="format version (default: the latest)")

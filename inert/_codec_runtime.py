@@ -7,7 +7,6 @@ module holds what would otherwise be repeated in every one of them.
 from __future__ import annotations
 
 import operator
-import struct
 from typing import Any
 
 from inert._errors import TruncatedError, WriteTypeError, WriteValueError

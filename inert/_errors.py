@@ -11,6 +11,8 @@ conformance harness raises :class:`HarnessError`.  The three never mix.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 __all__ = [
     "InertError",
     "TruncatedError",
@@ -120,6 +122,9 @@ class ForeignFormatError(InertError):
     kind = "foreign-format"
 
 
+_W = TypeVar("_W", bound="_WriteErrorMixin")
+
+
 class _WriteErrorMixin:
     """A value the caller asked to encode that the format cannot hold.
 
@@ -136,7 +141,7 @@ class _WriteErrorMixin:
     def __reduce__(self) -> tuple[type, tuple[str, str, str]]:
         return (type(self), (self.format, self.field, self.reason))
 
-    def within(self, prefix: str) -> _WriteErrorMixin:
+    def within(self: _W, prefix: str) -> _W:
         if not self.field:
             path = prefix
         elif self.field.startswith("["):

@@ -33,7 +33,6 @@ from inert.spec._grammar import (
     Tag,
     Union,
     Utf8,
-    Validate,
     min_size,
 )
 
@@ -213,7 +212,7 @@ class _ReadEmitter:
         self.emit(ind, f"if off + {rel} > n:")
         self.emit(ind + 1, f"raise truncated(FORMAT, off, n, {layout_name})")
         self.emit(ind, f"{', '.join(locals_)}{',' if len(locals_) == 1 else ''} = {packer}.unpack_from(buf, off)")
-        for (name, sub), local, (fo, _, _) in zip(group, locals_, layout):
+        for (name, sub), local, (fo, _, _) in zip(group, locals_, layout, strict=True):
             if isinstance(sub, Bool8):
                 self.emit(ind, f"if {local} > 1:")
                 self.emit(ind + 1, f"raise InvalidValueError(FORMAT, off + {fo}, {name!r}, f\"boolean byte is {{{local}}}, not 0 or 1\")")

@@ -16,7 +16,6 @@ from inert._checks import check_sample_range
 
 from ._grammar import (
     Format,
-    Int8ul,
     Int32ul,
     Int64sl,
     Int64ul,

@@ -7,11 +7,11 @@ import struct
 from typing import Any
 
 import pytest
-
-import inert
 from inert.codecs import shm_descriptor, shm_message, shm_samples_meta
 from inert.spec import FORMATS
 from inert.spec._grammar import interpret_decode, interpret_encode
+
+import inert
 
 SCHEDULED = {
     "type": "SCHEDULED_TASK",
