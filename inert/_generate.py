@@ -586,6 +586,11 @@ def outputs() -> dict[Path, str]:
     files = {CODECS_DIR / "__init__.py": _package_init()}
     for fmt in FORMATS.values():
         files[CODECS_DIR / f"{fmt.module_name}.py"] = generate(fmt)
+    docs_dir = CODECS_DIR.parent / "docs" / "spec"
+    if docs_dir.parent.is_dir():  # a source checkout: the specification document is generated too
+        from inert import _docgen
+
+        files.update(_docgen.outputs(FORMATS, docs_dir))
     return files
 
 
@@ -598,6 +603,7 @@ def run(check: bool) -> int:
             continue
         stale.append(path)
         if not check:
+            path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
     if check and stale:
         for path in stale:

@@ -1,0 +1,284 @@
+"""The human-readable specification, generated from the grammar.
+
+For every format and version: the byte layout of each declared type as a table
+(order, offset where it is fixed, width, type, limits, validation rules), a
+layout diagram (SVG), the canonical JSON mapping and the error catalogue.
+``inert gen`` writes these files and ``inert gen --check`` fails when they are
+stale, so the document cannot drift from the grammar.
+
+A grammar element this module does not know may describe itself with a
+``describe() -> (type, width, limits)`` method.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+from inert._errors import ERROR_CLASSES
+from inert.spec._grammar import (
+    Array,
+    Bool8,
+    Format,
+    Optional,
+    Record,
+    Recursive,
+    Rule,
+    Scalar,
+    Tag,
+    Union,
+    Utf8,
+    Validate,
+    min_size,
+)
+
+__all__ = ["outputs"]
+
+
+def _fixed_width(con: Any) -> int | None:
+    if isinstance(con, (Scalar, Tag)):
+        return int(con.size)
+    if isinstance(con, Bool8):
+        return 1
+    if isinstance(con, Record):
+        widths = [_fixed_width(sub) for _, sub in con.fields]
+        return None if None in widths else sum(w for w in widths if w is not None)
+    return None
+
+
+def _describe(con: Any) -> tuple[str, str, str]:
+    """(type, width, limits) of one element, for a table row."""
+    width = _fixed_width(con)
+    shown = str(width) if width is not None else f"≥ {min_size(con)}"
+    if isinstance(con, Scalar):
+        return con.typename, shown, ""
+    if isinstance(con, Bool8):
+        return "Bool8", shown, "0 or 1"
+    if isinstance(con, Tag):
+        members = ", ".join(f"{m.value} {m.name}" for m in con.enum_cls)
+        return f"Tag {con.enum_cls.__name__} ({con.scalar.typename})", shown, members
+    if isinstance(con, Utf8):
+        return f"Utf8 ({con.prefix.typename} length + UTF-8)", shown, f"length ≤ {con.max_len}"
+    if isinstance(con, Array):
+        inner, _, _ = _describe(con.element)
+        return f"Array of {inner} ({con.prefix.typename} count)", shown, f"count ≤ {con.max_count}"
+    if isinstance(con, Optional):
+        inner, _, _ = _describe(con.element)
+        return f"Optional {inner} (Bool8 flag)", shown, ""
+    if isinstance(con, (Record, Union)):
+        return f"[{con.typename}](#{con.typename.lower()})", shown, ""
+    if isinstance(con, Recursive):
+        return f"[{con.target().typename}](#{con.target().typename.lower()}) (recursive)", shown, f"depth ≤ {con.max_depth}"
+    describe = getattr(con, "describe", None)
+    if describe is not None:
+        return tuple(describe())  # type: ignore[return-value]
+    return type(con).__name__, shown, ""
+
+
+def _named_types(root: Any) -> list[Record | Union]:
+    """Every Record and Union reachable from ``root``, in first-seen order."""
+    seen: dict[int, Record | Union] = {}
+
+    def visit(con: Any) -> None:
+        if isinstance(con, (Record, Union)):
+            if id(con) in seen:
+                return
+            seen[id(con)] = con
+            children = [sub for _, sub in con.fields] if isinstance(con, Record) else [
+                c for c in con.cases.values() if c is not None
+            ]
+            for child in children:
+                visit(child)
+        elif isinstance(con, (Array, Optional)):
+            visit(con.element)
+        elif isinstance(con, Recursive):
+            visit(con.target())
+        else:
+            for attr in ("element", "subcon"):
+                if hasattr(con, attr):
+                    visit(getattr(con, attr))
+
+    visit(root)
+    return list(seen.values())
+
+
+def _rule_text(check: Rule | Validate) -> str:
+    if isinstance(check, Rule):
+        expr = repr(check.expr).replace("this['", "").replace("']", "")
+        return f"`{check.field}`: {expr} — else “{check.reason}”"
+    doc = (check.check.__doc__ or check.check.__name__).strip().splitlines()[0]
+    return f"{doc} (`{check.check.__name__}`)"
+
+
+def _record_table(con: Record, lines: list[str]) -> None:
+    lines.append("| # | offset | field | type | width | limits |")
+    lines.append("|---|---|---|---|---|---|")
+    offset: int | None = 0
+    for index, (name, sub) in enumerate(con.fields, 1):
+        kind, width, limits = _describe(sub)
+        shown = str(offset) if offset is not None else "—"
+        lines.append(f"| {index} | {shown} | `{name}` | {kind} | {width} | {limits} |")
+        fixed = _fixed_width(sub)
+        offset = offset + fixed if offset is not None and fixed is not None else None
+    if con.checks:
+        lines.append("")
+        lines.append("Validation, after the fields are read (offset reported: the start of the record):")
+        lines.append("")
+        lines.extend(f"- {_rule_text(check)}" for check in con.checks)
+
+
+def _type_section(con: Record | Union, lines: list[str]) -> None:
+    lines.append(f"### {con.typename}")
+    lines.append("")
+    if isinstance(con, Record):
+        lines.append("A record: the fields in order; JSON: an object with these keys.")
+        lines.append("")
+        _record_table(con, lines)
+    else:
+        enum_cls = con.tag.enum_cls
+        lines.append(
+            f"A union: a `{con.tag.scalar.typename}` tag `{con.tag_field}` ({enum_cls.__name__}), then the "
+            f"fields of the case it selects. JSON: one object holding `{con.tag_field}` (the member name) beside "
+            "the case's fields. Any other tag value is rejected (`unknown-tag`)."
+        )
+        lines.append("")
+        lines.append("| tag | name | case |")
+        lines.append("|---|---|---|")
+        for member, case in con.cases.items():
+            target = f"[{case.typename}](#{case.typename.lower()})" if case is not None else "no further fields"
+            lines.append(f"| {int(member)} | `{member.name}` | {target} |")
+    lines.append("")
+
+
+_JSON_MAPPING = """\
+## Canonical JSON mapping
+
+`inert decode` prints, and the conformance corpus records, each decoded value as
+canonical JSON: object keys sorted, no insignificant white space, UTF-8.
+
+| grammar element | JSON |
+|---|---|
+| Record | object, one key per field |
+| Union | object: the tag field (member name, e.g. `"SCHEDULED_TASK"`) beside the selected case's fields |
+| Tag | the member name as a string |
+| Int*/Float64l | number |
+| Bool8 | `true` / `false` |
+| Utf8 | string |
+| Array | array |
+| Optional | `null` when absent, else the value |
+| bytes (where a format carries them) | `{"$bytes": "<base64>"}` |
+| non-finite float | `{"$float": "nan" / "inf" / "-inf"}` |
+
+Writers accept the same JSON back (`inert encode`): tags by name or value.
+"""
+
+
+def _error_catalogue() -> str:
+    lines = ["## Error catalogue", ""]
+    lines.append("Every reader fault raises one of these (all subclasses of `inert.InertError`, a `ValueError`),")
+    lines.append("with the message `<format>: offset <N>: <field path>: <reason>`.")
+    lines.append("")
+    lines.append("| conformance name | class | meaning |")
+    lines.append("|---|---|---|")
+    for kind, cls in ERROR_CLASSES.items():
+        doc = (cls.__doc__ or "").strip().splitlines()[0]
+        lines.append(f"| `{kind}` | `{cls.__name__}` | {doc} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _svg(fmt: Format, version: int, root: Record | Union) -> str:
+    """A layout diagram: one row per declared type, one box per field (fixed widths to scale)."""
+    rows = _named_types(root)
+    unit, height, gap, left = 6, 34, 22, 150
+    y, parts = 10, []
+    for con in rows:
+        parts.append(f'<text x="8" y="{y + 21}" class="t">{html.escape(con.typename)}</text>')
+        x = left
+        if isinstance(con, Union):
+            cells = [(con.tag_field, con.tag.size, f"tag {con.tag.enum_cls.__name__}")]
+            cells += [(m.name.lower(), None, c.typename if c else "—") for m, c in con.cases.items()]
+        else:
+            cells = [(name, _fixed_width(sub), _describe(sub)[0].split(" (")[0].split("](")[0].lstrip("["))
+                     for name, sub in con.fields]
+        for name, width, kind in cells:
+            w = max(64, (width or 12) * unit)
+            dash = "" if width is not None else ' stroke-dasharray="4 3"'
+            parts.append(f'<rect x="{x}" y="{y}" width="{w}" height="{height}"{dash}/>')
+            label = f"{name} ({width} B)" if width is not None else name
+            parts.append(f'<text x="{x + 4}" y="{y + 14}">{html.escape(label)}</text>')
+            parts.append(f'<text x="{x + 4}" y="{y + 28}" class="k">{html.escape(kind)}</text>')
+            x += w + 4
+        y += height + gap
+    width = 1400
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{y}" viewBox="0 0 {width} {y}" '
+        f'font-family="monospace" font-size="11">\n'
+        f"<title>{html.escape(fmt.name)} v{version} layout (generated by inert gen)</title>\n"
+        "<style>rect{fill:#f4f6fa;stroke:#345} .t{font-weight:bold} .k{fill:#667}</style>\n"
+        + "\n".join(parts)
+        + "\n</svg>\n"
+    )
+
+
+def _format_doc(fmt: Format) -> dict[str, str]:
+    files: dict[str, str] = {}
+    lines = [
+        f"# Format `{fmt.name}`",
+        "",
+        "<!-- Generated by `inert gen` from the grammar in spec/. Do not edit. -->",
+        "",
+        fmt.doc.strip(),
+        "",
+        f"Versions: {', '.join(str(v) for v in sorted(fmt.versions))} (writers write {fmt.latest}). "
+        "All numbers are little-endian.",
+        "",
+    ]
+    if fmt.params:
+        lines.append(f"Reader parameters (known to the caller, not in the bytes): {', '.join(f'`{p}`' for p in fmt.params)}.")
+        lines.append("")
+    for version, root in sorted(fmt.versions.items()):
+        svg_name = f"{fmt.module_name}-v{version}.svg"
+        files[svg_name] = _svg(fmt, version, root)
+        lines.append(f"## Version {version}")
+        lines.append("")
+        lines.append(f"The top level is [{root.typename}](#{root.typename.lower()}); nothing may follow it "
+                     "(`trailing-bytes`).")
+        lines.append("")
+        lines.append(f"![{fmt.name} v{version} layout]({svg_name})")
+        lines.append("")
+        for con in _named_types(root):
+            _type_section(con, lines)
+    lines.append(_JSON_MAPPING)
+    lines.append(_error_catalogue())
+    files[f"{fmt.module_name}.md"] = "\n".join(lines)
+    return files
+
+
+def _index(formats: dict[str, Format]) -> str:
+    lines = [
+        "# Inert format specification",
+        "",
+        "<!-- Generated by `inert gen` from the grammar in spec/. Do not edit. -->",
+        "",
+        "The normative source is the Construct grammar in `spec/`; these pages are generated from it.",
+        "See also [the compatibility policy](../compatibility.md) and [adding a format version](../versioning.md).",
+        "",
+        "| format | versions | page |",
+        "|---|---|---|",
+    ]
+    for fmt in formats.values():
+        versions = ", ".join(str(v) for v in sorted(fmt.versions))
+        lines.append(f"| `{fmt.name}` | {versions} | [{fmt.module_name}.md]({fmt.module_name}.md) |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def outputs(formats: dict[str, Format], docs_dir: Path) -> dict[Path, str]:
+    """Every generated documentation file, with its text."""
+    files = {docs_dir / "README.md": _index(formats)}
+    for fmt in formats.values():
+        for name, text in _format_doc(fmt).items():
+            files[docs_dir / name] = text
+    return files
