@@ -48,14 +48,15 @@ def dtype_itemsize(text: str) -> int | None:
 
 def check_array_sample(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str] | None:
     """An array's dtype, shape, size and placement agree with each other and the chunk."""
-    itemsize = dtype_itemsize(value["dtype"])
+    dtype = value["dtype"]
+    itemsize = _dtype_cache.get(dtype) or dtype_itemsize(dtype)  # the cache first: this runs per sample
     if itemsize is None:
-        return "dtype", f"unsupported dtype {value['dtype']!r}"
+        return "dtype", f"unsupported dtype {dtype!r}"
     total = itemsize
     for dim in value["shape"]:
         total *= dim
-        if total > _U64_MAX:
-            return "shape", "element count times itemsize overflows 64 bits"
+    if total > _U64_MAX:  # dims are < 2**64 and at most 64 of them: the product stays a small bigint
+        return "shape", "element count times itemsize overflows 64 bits"
     nbytes = value["nbytes"]
     if total != nbytes:
         return "nbytes", f"{nbytes} declared, shape and dtype give {total}"

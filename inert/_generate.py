@@ -41,6 +41,26 @@ if not CODECS_DIR.is_dir():  # installed: the codecs live inside the package
     CODECS_DIR = Path(__file__).resolve().parent / "codecs"
 
 _FIXED = (Scalar, Bool8, Tag)
+#: Scalar arrays up to this many elements get one precompiled Struct per count.
+_PRECOMPILED_MAX = 256
+
+
+class _Prefix:
+    """The length prefix of a Utf8 or Array, read in the fixed group before it into ``local``."""
+
+    def __init__(self, scalar: Scalar, local: str) -> None:
+        self.scalar = scalar
+        self.size = scalar.size
+        self.local = local
+
+
+def _code(sub: Any) -> str:
+    """The ``struct`` letter of a fixed-size element."""
+    if isinstance(sub, Bool8):
+        return "B"
+    if isinstance(sub, (Tag, _Prefix)):
+        return str(sub.scalar.code)
+    return str(sub.code)
 _THIS_RE = re.compile(r"this\['(\w+)'\]")
 
 
@@ -151,7 +171,7 @@ class _ReadEmitter:
         enum_name = self.mod.enum(con.tag.enum_cls)
         for member, case in con.cases.items():
             self.emit(ind, f"if {tag} == {int(member)}:")
-            fields = {con.tag_field: f"{enum_name}.{member.name}"}
+            fields = {con.tag_field: f"_{enum_name}_{member.name}"}
             result = self.record(case, ind + 1, fields) if case is not None else self.dict_literal(fields)
             self.emit(ind + 1, f"return {result}, off")
         self.emit(
@@ -173,10 +193,18 @@ class _ReadEmitter:
             if isinstance(sub, _FIXED):
                 group.append((name, sub))
                 continue
-            self.group(group, ind, fields)
-            group = []
             local = f"f_{name}_{self.fresh('')}"
-            self.value(sub, local, repr(name), ind)
+            if isinstance(sub, (Utf8, Array)):
+                # Read the length prefix in the same unpack as the fixed fields before it.
+                prefix = self.fresh("prefix")
+                group.append((name, _Prefix(sub.prefix, prefix)))
+                self.group(group, ind, fields)
+                group = []
+                self.value(sub, local, repr(name), ind, prefix=prefix)
+            else:
+                self.group(group, ind, fields)
+                group = []
+                self.value(sub, local, repr(name), ind)
             fields[name] = local
         self.group(group, ind, fields)
         result = self.dict_literal(fields)
@@ -200,19 +228,20 @@ class _ReadEmitter:
         """One bounds check and one unpack for consecutive fixed-size fields."""
         if not group:
             return
-        codes = "".join("B" if isinstance(sub, Bool8) else (sub.scalar.code if isinstance(sub, Tag) else sub.code)
-                        for _, sub in group)
+        codes = "".join(_code(sub) for _, sub in group)
         packer = self.mod.struct(codes)
         layout, rel = [], 0
         for name, sub in group:
             layout.append((rel, sub.size, name))
             rel += sub.size
         layout_name = self.mod.const(repr(tuple(layout)), "L")
-        locals_ = [f"f_{name}_{self.fresh('')}" for name, _ in group]
+        locals_ = [sub.local if isinstance(sub, _Prefix) else f"f_{name}_{self.fresh('')}" for name, sub in group]
         self.emit(ind, f"if off + {rel} > n:")
         self.emit(ind + 1, f"raise truncated(FORMAT, off, n, {layout_name})")
         self.emit(ind, f"{', '.join(locals_)}{',' if len(locals_) == 1 else ''} = {packer}.unpack_from(buf, off)")
         for (name, sub), local, (fo, _, _) in zip(group, locals_, layout, strict=True):
+            if isinstance(sub, _Prefix):
+                continue
             if isinstance(sub, Bool8):
                 self.emit(ind, f"if {local} > 1:")
                 self.emit(ind + 1, f"raise InvalidValueError(FORMAT, off + {fo}, {name!r}, f\"boolean byte is {{{local}}}, not 0 or 1\")")
@@ -236,8 +265,11 @@ class _ReadEmitter:
             self.emit(ind, f"({local},) = {self.mod.struct(sub.code)}.unpack_from(buf, off)")
         self.emit(ind, f"off += {sub.size}")
 
-    def value(self, sub: Any, local: str, path: str, ind: int) -> None:
-        """Read one value of ``sub`` into ``local``; ``path`` is a Python expression of its field path."""
+    def value(self, sub: Any, local: str, path: str, ind: int, prefix: str | None = None) -> None:
+        """Read one value of ``sub`` into ``local``; ``path`` is a Python expression of its field path.
+
+        ``prefix`` names a local that already holds the length prefix of a Utf8 or Array.
+        """
         if isinstance(sub, (Record, Union)):
             err = self.fresh("exc")
             self.emit(ind, "try:")
@@ -255,9 +287,9 @@ class _ReadEmitter:
         elif isinstance(sub, Scalar):
             self.scalar_read(sub, local, path, ind)
         elif isinstance(sub, Utf8):
-            self.utf8(sub, local, path, ind)
+            self.utf8(sub, local, path, ind, prefix)
         elif isinstance(sub, Array):
-            self.array(sub, local, path, ind)
+            self.array(sub, local, path, ind, prefix)
         elif isinstance(sub, Optional):
             flag = self.fresh("flag")
             self.emit(ind, "if off >= n:")
@@ -272,10 +304,17 @@ class _ReadEmitter:
         else:
             raise TypeError(f"the generator cannot read {type(sub).__name__}")
 
-    def utf8(self, sub: Utf8, local: str, path: str, ind: int) -> None:
-        length, start = self.fresh("length"), self.fresh("at")
+    def _counted(self, prefix_con: Scalar, prefix: str | None, path: str, ind: int) -> tuple[str, str]:
+        """The local holding a length/count prefix, and the expression of the prefix's offset."""
+        if prefix is not None:
+            return prefix, f"off - {prefix_con.size}"
+        length, start = self.fresh("count"), self.fresh("at")
         self.emit(ind, f"{start} = off")
-        self._prefix(sub.prefix, length, path, ind)
+        self._prefix(prefix_con, length, path, ind)
+        return length, start
+
+    def utf8(self, sub: Utf8, local: str, path: str, ind: int, prefix: str | None = None) -> None:
+        length, start = self._counted(sub.prefix, prefix, path, ind)
         self.emit(ind, f"if {length} > {sub.max_len}:")
         self.emit(ind + 1, f"raise LimitError(FORMAT, {start}, {path}, f\"string length {{{length}}} exceeds max_len({sub.max_len})\")")
         self.emit(ind, f"if off + {length} > n:")
@@ -293,10 +332,8 @@ class _ReadEmitter:
         self.emit(ind, f"({local},) = {self.mod.struct(prefix.code)}.unpack_from(buf, off)")
         self.emit(ind, f"off += {prefix.size}")
 
-    def array(self, sub: Array, local: str, path: str, ind: int) -> None:
-        count, start = self.fresh("count"), self.fresh("at")
-        self.emit(ind, f"{start} = off")
-        self._prefix(sub.prefix, count, path, ind)
+    def array(self, sub: Array, local: str, path: str, ind: int, prefix: str | None = None) -> None:
+        count, start = self._counted(sub.prefix, prefix, path, ind)
         self.emit(ind, f"if {count} > {sub.max_count}:")
         self.emit(ind + 1, f"raise LimitError(FORMAT, {start}, {path}, f\"count {{{count}}} exceeds max_count({sub.max_count})\")")
         smallest = min_size(sub.element)
@@ -307,7 +344,13 @@ class _ReadEmitter:
         )
         element = sub.element
         if isinstance(element, Scalar):
-            self.emit(ind, f"{local} = list(struct.unpack_from(f'<{{{count}}}{element.code}', buf, off))")
+            if sub.max_count <= _PRECOMPILED_MAX:
+                table = self.mod.const(
+                    f"tuple(struct.Struct(f'<{{k}}{element.code}') for k in range({sub.max_count + 1}))", "A"
+                )
+                self.emit(ind, f"{local} = list({table}[{count}].unpack_from(buf, off))")
+            else:
+                self.emit(ind, f"{local} = list(struct.unpack_from(f'<{{{count}}}{element.code}', buf, off))")
             self.emit(ind, f"off += {count} * {element.size}")
             return
         index, item = self.fresh("i"), self.fresh("item")
@@ -549,7 +592,9 @@ def generate(fmt: Format) -> str:
         enum_cls = mod.enums[enum_name]
         body = "\n".join(f"    {m.name} = {int(m)}" for m in enum_cls)
         parts.append(f"\n\nclass {enum_name}(enum.IntEnum):\n{body}\n")
-        parts.append(f"\n_BY_VALUE_{enum_name} = {{int(m): m for m in {enum_name}}}")
+        # Members as module constants: a global load is cheaper than an attribute lookup per value.
+        parts.append("\n" + "".join(f"_{enum_name}_{m.name} = {enum_name}.{m.name}\n" for m in enum_cls))
+        parts.append(f"_BY_VALUE_{enum_name} = {{int(m): m for m in {enum_name}}}")
         parts.append(
             f"\n_FROM_{enum_name}: dict[Any, {enum_name}] = {{**_BY_VALUE_{enum_name}, **{{m.name: m for m in {enum_name}}}}}\n"
         )
