@@ -1,1 +1,54 @@
-"""Shared test fixtures: the no-execution guard runs around every test."""
+"""Shared test setup: the no-execution guard runs around every test.
+
+Every Inert reader (each generated ``decode`` in ``inert.codecs`` and the
+Construct-interpreted ``interpret_decode``) is watched: a test during which
+one of them loaded or ran code (a ``pickle.find_class``, ``exec``,
+``compile`` or ``marshal.loads`` audit event) fails, naming the event.  Other
+readers (integrations) join with ``inert._audit.watch_readers(func)``.
+
+The repository root goes at the END of ``sys.path`` so that ``fuzz`` (the
+format registry and oracle shared with the fuzzers) imports while the top-level
+``codecs`` folder can never shadow the standard library's.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable, Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from inert.codecs import MODULES
+
+from inert import _audit
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.append(str(ROOT))
+
+
+def _readers() -> list[Callable[..., Any]]:
+    readers: list[Callable[..., Any]] = [importlib.import_module(f"inert.codecs.{m}").decode for m in MODULES.values()]
+    try:
+        from inert.spec._grammar import interpret_decode
+    except ImportError:  # the spec extra (Construct) is optional
+        pass
+    else:
+        readers.append(interpret_decode)
+    return readers
+
+
+_audit.watch_readers(*_readers())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
+    _audit.take_reader_events()  # events from before this test belong to no test
+    try:
+        return (yield)
+    finally:
+        events = _audit.take_reader_events()
+        if events:
+            pytest.fail("a reader loaded or ran code: " + "; ".join(events), pytrace=False)

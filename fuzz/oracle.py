@@ -1,0 +1,86 @@
+"""What the property tests and the fuzzers assert about a reader, and how they damage valid bytes.
+
+The invariant of every reader: ``decode`` returns a value or raises an
+``InertError`` subclass.  Anything else propagates out of here untouched, so a
+test or a fuzz target reports it.  The differential oracle adds: the generated
+codec and the Construct-interpreted grammar give the same value (same
+canonical JSON) or the same error (same class, same message).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from inert._canonical import to_json
+from inert._errors import InertError
+
+__all__ = ["Outcome", "Disagreement", "outcome", "differential", "Mutation", "mutate"]
+
+#: ``("value", canonical JSON)`` or ``(error class name, message)``.
+Outcome = tuple[str, str]
+
+
+class Disagreement(AssertionError):
+    """The two reference codecs read the same bytes differently."""
+
+
+def outcome(decode: Callable[..., Any], data: bytes, kwargs: Mapping[str, Any] | None = None) -> Outcome:
+    """What ``decode`` makes of ``data``; exceptions outside the error family propagate."""
+    try:
+        value = decode(data, **(kwargs or {}))
+    except InertError as exc:
+        return type(exc).__name__, str(exc)
+    return "value", to_json(value)
+
+
+def differential(entry: Any, data: bytes, kwargs: Mapping[str, Any] | None = None) -> Outcome:
+    """Decode ``data`` with both reference codecs of ``entry``; raise :class:`Disagreement` unless they agree."""
+    from inert.spec._grammar import interpret_decode
+
+    from fuzz.registry import codec, spec
+
+    fmt = spec(entry)
+    generated = outcome(codec(entry).decode, data, kwargs)
+    interpreted = outcome(lambda d, **kw: interpret_decode(fmt, d, **kw), data, kwargs)
+    if generated != interpreted:
+        raise Disagreement(
+            f"{entry.name} {dict(kwargs or {})} on {data.hex()}:\n  generated:   {generated}\n  interpreted: {interpreted}"
+        )
+    return generated
+
+
+#: ``(operation, position, operand)``; positions wrap around the data, so any triple applies to any input.
+Mutation = tuple[str, int, bytes]
+
+OPERATIONS = ("flip", "set", "insert", "delete", "truncate", "overwrite")
+
+
+def mutate(data: bytes, mutations: Iterable[Mutation]) -> bytes:
+    """``data`` damaged by each mutation in turn.
+
+    ``flip`` xors the byte at ``position`` with ``operand[0]`` (or 1), ``set``
+    replaces it, ``insert`` inserts ``operand``, ``delete`` removes
+    ``len(operand) or 1`` bytes, ``truncate`` cuts the data there, and
+    ``overwrite`` writes ``operand`` over the bytes from there on.
+    """
+    buf = bytearray(data)
+    for op, position, operand in mutations:
+        if not buf and op != "insert":
+            continue
+        at = position % (len(buf) + 1 if op in ("insert", "truncate") else len(buf))
+        if op == "flip":
+            buf[at] ^= operand[0] if operand and operand[0] else 1
+        elif op == "set":
+            buf[at] = operand[0] if operand else 0
+        elif op == "insert":
+            buf[at:at] = operand
+        elif op == "delete":
+            del buf[at : at + (len(operand) or 1)]
+        elif op == "truncate":
+            del buf[at:]
+        elif op == "overwrite":
+            buf[at : at + len(operand)] = operand
+        else:
+            raise ValueError(f"unknown mutation {op!r}; expected one of {OPERATIONS}")
+    return bytes(buf)
