@@ -1,0 +1,287 @@
+"""A batch in a shared-memory chunk: written by a worker, validated and viewed by the parent.
+
+Layout of a successful result (the DALI layout)::
+
+    [sample data, each sample 128-byte aligned | samples meta | CompletedTask]
+
+The samples meta is an ``shm-samples-meta`` value; the CompletedTask an
+``shm-message`` value whose ``meta`` gives the meta's offset and size.  A
+failed task is a CompletedTask alone at offset 0.  The parent decodes the
+message and the meta completely, checks every array against the chunk and the
+layout, and only then builds numpy views on the chunk (zero-copy, read-only).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import traceback as traceback_module
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from inert import _checks
+from inert._errors import InertError, InvalidValueError, LimitError, WriteTypeError, WriteValueError
+from inert.codecs import shm_message, shm_samples_meta
+
+from ._memory import MappedChunk
+
+__all__ = [
+    "SAMPLE_ALIGNMENT",
+    "MAX_SAMPLE_DEPTH",
+    "MAX_TEXT_BYTES",
+    "TaskHeader",
+    "PlannedBatch",
+    "ResultLayout",
+    "TaskFailure",
+    "plan_batch",
+    "layout_success",
+    "layout_failure",
+    "write_result",
+    "failure_from_exception",
+    "read_result",
+    "read_samples",
+    "at_offset",
+]
+
+#: Each sample starts at a multiple of this (as DALI writes them).
+SAMPLE_ALIGNMENT = 128
+#: Deepest nesting of tuples and lists; equals the spec's shm-samples-meta MAX_DEPTH.
+MAX_SAMPLE_DEPTH = 64
+#: Longest exception message or traceback a worker sends, in UTF-8 bytes (the format allows 1 MiB).
+MAX_TEXT_BYTES = 64 * 1024
+# Largest array numpy can describe, zero-size ones included.
+_NUMPY_MAX_BYTES = (1 << 63) - 1
+# Where the fields of a CompletedTask sit in its encoding (after the type byte).
+_FIELD_OFFSETS = {"worker_id": 1, "context_i": 9, "scheduled_i": 17, "minibatch_i": 25, "meta": 33}
+
+
+def _align(value: int, alignment: int) -> int:
+    return -(-value // alignment) * alignment
+
+
+def at_offset(exc: InertError, base: int) -> InertError:
+    """``exc`` with its offset moved from a slice of the chunk to the chunk itself."""
+    if exc.offset < 0:
+        return exc
+    moved = type(exc)(exc.format, exc.offset + base, exc.field, exc.reason)
+    return moved
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskHeader:
+    """The identifying fields a CompletedTask copies from its ScheduledTask."""
+
+    worker_id: int
+    context_i: int
+    scheduled_i: int
+    minibatch_i: int
+
+    def completed_task(self, **fields: Any) -> dict[str, Any]:
+        return {"type": "COMPLETED_TASK", **dataclasses.asdict(self), **fields}
+
+
+@dataclasses.dataclass
+class PlannedBatch:
+    """A batch checked and placed: its samples meta and where each array goes."""
+
+    meta: dict[str, Any]
+    arrays: list[tuple[int, np.ndarray]]
+    data_size: int
+
+
+def _plan_sample(sample: Any, path: str, depth: int, arrays: list[tuple[int, np.ndarray]], end: int) -> tuple[Any, int]:
+    if depth > MAX_SAMPLE_DEPTH:
+        raise WriteValueError(shm_samples_meta.FORMAT, path, f"nesting exceeds max_depth({MAX_SAMPLE_DEPTH})")
+    if isinstance(sample, (tuple, list)):
+        items = []
+        for i, item in enumerate(sample):
+            value, end = _plan_sample(item, f"{path}.items[{i}]", depth + 1, arrays, end)
+            items.append(value)
+        return {"kind": "TUPLE" if isinstance(sample, tuple) else "LIST", "items": items}, end
+    if not isinstance(sample, (np.ndarray, np.generic)):
+        raise WriteTypeError(
+            shm_samples_meta.FORMAT,
+            path,
+            f"unsupported sample type {type(sample).__name__}: use a numpy array or a tuple or list of them",
+        )
+    array = np.asarray(sample)
+    dtype = array.dtype.str
+    if _checks.dtype_itemsize(dtype) is None:
+        raise WriteTypeError(
+            shm_samples_meta.FORMAT, path, f"unsupported dtype {dtype!r}: use bool, an integer, float or complex dtype"
+        )
+    if not array.flags.c_contiguous:
+        array = array.copy(order="C")
+    offset = _align(end, SAMPLE_ALIGNMENT)
+    arrays.append((offset, array))
+    meta = {"kind": "ARRAY", "offset": offset, "nbytes": array.nbytes, "dtype": dtype, "shape": list(array.shape)}
+    return meta, offset + array.nbytes
+
+
+def plan_batch(batch: Sequence[Any]) -> PlannedBatch:
+    """Check ``batch`` (a list or tuple of samples) and place its arrays.
+
+    Raises ``WriteTypeError``/``WriteValueError`` naming the sample for an
+    object or structured dtype, a value that is not an array, or nesting
+    deeper than ``MAX_SAMPLE_DEPTH``; nothing has been written then.
+    """
+    if not isinstance(batch, (list, tuple)):
+        raise WriteTypeError(shm_samples_meta.FORMAT, "samples", f"a batch is a list of samples, not {type(batch).__name__}")
+    arrays: list[tuple[int, np.ndarray]] = []
+    samples = []
+    end = 0
+    for i, sample in enumerate(batch):
+        value, end = _plan_sample(sample, f"samples[{i}]", 1, arrays, end)
+        samples.append(value)
+    return PlannedBatch({"samples": samples}, arrays, end)
+
+
+@dataclasses.dataclass(frozen=True)
+class ResultLayout:
+    """Where the parts of one result go in a chunk, and the bytes of meta and message."""
+
+    meta_offset: int
+    meta: bytes
+    message_offset: int
+    message: bytes
+
+    @property
+    def size(self) -> int:
+        return self.message_offset + len(self.message)
+
+
+def layout_success(plan: PlannedBatch, header: TaskHeader) -> ResultLayout:
+    meta = shm_samples_meta.encode(plan.meta)
+    meta_offset = _align(plan.data_size, 8)
+    message = shm_message.encode(
+        header.completed_task(meta={"offset": meta_offset, "size": len(meta)}, exception={"kind": "NONE"}, traceback=None)
+    )
+    return ResultLayout(meta_offset, meta, meta_offset + len(meta), message)
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskFailure:
+    """Why a task failed, as a CompletedTask carries it."""
+
+    kind: str  # "STOP_ITERATION" or "RUNTIME_ERROR"
+    message: str
+    traceback: str | None
+
+
+def _clip(text: str, limit: int = MAX_TEXT_BYTES) -> str:
+    data = text.encode("utf-8", "replace")
+    return text if len(data) <= limit else data[:limit].decode("utf-8", "ignore")
+
+
+def failure_from_exception(exc: BaseException, context: str = "") -> TaskFailure:
+    """The failure a worker reports for ``exc`` (raised by the callback or while writing its batch)."""
+    kind = "STOP_ITERATION" if isinstance(exc, StopIteration) else "RUNTIME_ERROR"
+    try:
+        message = f"{context}{type(exc).__name__}: {exc}"
+        tb = "".join(traceback_module.format_exception(type(exc), exc, exc.__traceback__))
+    except Exception:  # noqa: BLE001 - a user exception whose __str__ fails still gets reported
+        message, tb = f"{context}{type(exc).__name__}", ""
+    return TaskFailure(kind, _clip(message), _clip(tb))
+
+
+def layout_failure(failure: TaskFailure, header: TaskHeader) -> ResultLayout:
+    message = shm_message.encode(
+        header.completed_task(
+            meta=None, exception={"kind": failure.kind, "message": failure.message}, traceback=failure.traceback
+        )
+    )
+    return ResultLayout(0, b"", 0, message)
+
+
+def write_result(buffer: Any, plan: PlannedBatch | None, layout: ResultLayout) -> tuple[int, int]:
+    """Write the arrays, meta and message into ``buffer``; return the message's (offset, size)."""
+    if plan is not None:
+        for offset, array in plan.arrays:
+            if array.nbytes:
+                target = np.frombuffer(buffer, np.uint8, count=array.nbytes, offset=offset)
+                target[:] = array.reshape(-1).view(np.uint8)
+    buffer[layout.meta_offset : layout.meta_offset + len(layout.meta)] = layout.meta
+    buffer[layout.message_offset : layout.size] = layout.message
+    return layout.message_offset, len(layout.message)
+
+
+def read_result(chunk: MappedChunk, offset: int, size: int, expected: TaskHeader) -> dict[str, Any]:
+    """Decode the CompletedTask at ``offset`` in ``chunk`` and check that it answers ``expected``.
+
+    ``offset + size`` must already be known to lie inside the chunk (the
+    descriptor was checked against it).
+    """
+    try:
+        message = shm_message.decode(chunk.view[offset : offset + size])
+    except InertError as exc:
+        raise at_offset(exc, offset) from None
+    if message["type"] != shm_message.MessageType.COMPLETED_TASK:
+        raise InvalidValueError(shm_message.FORMAT, offset, "type", f"{message['type'].name} where a CompletedTask belongs")
+    for name, want in dataclasses.asdict(expected).items():
+        if message[name] != want:
+            raise InvalidValueError(shm_message.FORMAT, offset + _FIELD_OFFSETS[name], name, f"{message[name]}, expected {want}")
+    meta = message["meta"]
+    has_exception = message["exception"]["kind"] != shm_message.ExceptionKind.NONE
+    where = offset + _FIELD_OFFSETS["meta"]
+    if meta is None and not has_exception:
+        raise InvalidValueError(shm_message.FORMAT, where, "meta", "absent from a task that did not fail")
+    if meta is not None and meta["offset"] + meta["size"] > offset:
+        raise InvalidValueError(
+            shm_message.FORMAT,
+            where + 1,
+            "meta",
+            f"bytes {meta['offset']}..{meta['offset'] + meta['size']} do not lie before the message at {offset}",
+        )
+    return message
+
+
+def _check_views(sample: dict[str, Any], path: str, data_end: int, view: memoryview, base: int) -> None:
+    kind = sample["kind"]
+    if kind != shm_samples_meta.SampleKind.ARRAY:
+        for i, item in enumerate(sample["items"]):
+            _check_views(item, f"{path}.items[{i}]", data_end, view, base)
+        return
+    offset, nbytes = sample["offset"], sample["nbytes"]
+    if offset + nbytes > data_end:
+        raise InvalidValueError(
+            shm_samples_meta.FORMAT, base, f"{path}.nbytes", f"bytes {offset}..{offset + nbytes} overlap the meta at {data_end}"
+        )
+    itemsize = _checks.dtype_itemsize(sample["dtype"]) or 1
+    span = itemsize
+    for dim in sample["shape"]:
+        span *= max(dim, 1)
+        if span > _NUMPY_MAX_BYTES:
+            raise LimitError(shm_samples_meta.FORMAT, base, f"{path}.shape", "larger than numpy can describe")
+    if sample["dtype"] == "|b1" and nbytes:
+        largest = int(np.frombuffer(view, np.uint8, count=nbytes, offset=offset).max())
+        if largest > 1:
+            raise InvalidValueError(shm_samples_meta.FORMAT, offset, path, f"bool byte {largest} is not 0 or 1")
+
+
+def _build_views(sample: dict[str, Any], buffer: Any) -> Any:
+    kind = sample["kind"]
+    if kind == shm_samples_meta.SampleKind.TUPLE:
+        return tuple(_build_views(item, buffer) for item in sample["items"])
+    if kind == shm_samples_meta.SampleKind.LIST:
+        return [_build_views(item, buffer) for item in sample["items"]]
+    dtype = np.dtype(sample["dtype"])
+    count = sample["nbytes"] // dtype.itemsize
+    return np.frombuffer(buffer, dtype, count=count, offset=sample["offset"]).reshape(sample["shape"])
+
+
+def read_samples(chunk: MappedChunk, meta: dict[str, int]) -> list[Any]:
+    """Decode and check the samples meta ``meta`` points at, then view the samples in ``chunk``.
+
+    Every array must lie in the chunk before the meta; bool arrays must hold
+    only 0 and 1 bytes.  The views are read-only and share the chunk's memory.
+    """
+    offset, size = meta["offset"], meta["size"]
+    try:
+        decoded = shm_samples_meta.decode(chunk.view[offset : offset + size], chunk_size=chunk.capacity)
+    except InertError as exc:
+        raise at_offset(exc, offset) from None
+    samples = decoded["samples"]
+    for i, sample in enumerate(samples):
+        _check_views(sample, f"samples[{i}]", offset, chunk.view, offset)
+    return [_build_views(sample, chunk.buffer) for sample in samples]
