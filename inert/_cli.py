@@ -89,6 +89,16 @@ def _cmd_gen(args: argparse.Namespace) -> int:
     return _generate.run(check=args.check)
 
 
+def _cmd_conformance(args: argparse.Namespace) -> int:
+    from inert._errors import HarnessError
+    from inert.conformance._runner import run_command
+
+    try:
+        return run_command(args)
+    except HarnessError as exc:
+        raise _Usage(f"conformance: {exc}") from None
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="inert", description="Inert: non-executable formats for ML artifacts.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -104,6 +114,13 @@ def _parser() -> argparse.ArgumentParser:
     gen = sub.add_parser("gen", help="regenerate inert.codecs from inert.spec")
     gen.add_argument("--check", action="store_true", help="exit 1 if the generated files are stale")
     gen.set_defaults(run=_cmd_gen)
+    from inert.conformance._runner import add_arguments
+
+    conformance = sub.add_parser("conformance", help="check an implementation against the conformance corpus")
+    conformance_sub = conformance.add_subparsers(dest="conformance_command", required=True)
+    conformance_run = conformance_sub.add_parser("run", help="run the corpus against a testee; report per format and version")
+    add_arguments(conformance_run)
+    conformance_run.set_defaults(run=_cmd_conformance)
     return parser
 
 

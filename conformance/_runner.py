@@ -1,0 +1,209 @@
+"""The conformance runner: sends every vector to a testee and judges its answers.
+
+``inert conformance run --testee CMD [--format NAME] [--failure-list FILE]``.
+For each vector the testee decodes the input; a vector whose only outcome is
+accept also asks it to encode the expected value back to the input bytes (test
+name suffix ``.Encode``).  A testee may answer ``unsupported``: such tests are
+counted apart, neither passed nor failed.
+
+A failure list names tests known to fail, one per line (``#`` starts a
+comment).  A listed test that fails is reported but not counted as failed; a
+listed test that passes, or a listed name the corpus does not hold, fails the
+run, so lists never go stale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from inert._errors import HarnessError
+
+from ._corpus import CORPUS_DIR, Outcome, Vector, load_corpus
+from ._protocol import Request, Response
+from ._testee import BUILTIN_TESTEES, Testee, TesteeFault, testee_command
+
+__all__ = ["Case", "Result", "Report", "add_arguments", "cases", "read_failure_list", "run", "run_command", "main"]
+
+PASS, FAIL, UNSUPPORTED, KNOWN = "passed", "failed", "unsupported", "known failures"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One test: a request and the outcomes that pass it."""
+
+    name: str
+    vector: Vector
+    request: Request
+    outcomes: tuple[Outcome, ...]
+
+    @property
+    def group(self) -> str:
+        return f"{self.vector.format} v{self.vector.version}"
+
+
+@dataclass(frozen=True)
+class Result:
+    name: str
+    group: str
+    status: str
+    detail: str = ""
+
+
+@dataclass
+class Report:
+    results: list[Result] = field(default_factory=list)
+
+    def count(self, status: str) -> int:
+        return sum(r.status == status for r in self.results)
+
+    @property
+    def ok(self) -> bool:
+        return self.count(FAIL) == 0 and self.count(PASS) > 0
+
+    def write(self, out: TextIO) -> None:
+        groups: dict[str, list[Result]] = {}
+        for result in self.results:
+            groups.setdefault(result.group, []).append(result)
+        for group, results in groups.items():
+            counts = {s: sum(r.status == s for r in results) for s in (PASS, FAIL, UNSUPPORTED, KNOWN)}
+            print(f"{group}: " + ", ".join(f"{n} {s}" for s, n in counts.items()), file=out)
+            for r in results:
+                if r.status in (FAIL, KNOWN):
+                    print(f"  {'FAIL' if r.status == FAIL else 'known'} {r.name}: {r.detail}", file=out)
+        if self.count(UNSUPPORTED) or self.count(KNOWN):
+            print(f"{self.count(UNSUPPORTED)} unsupported, {self.count(KNOWN)} known failures (not counted)", file=out)
+        print(f"{self.count(PASS)} passed, {self.count(FAIL)} failed", file=out)
+
+
+def cases(vectors: Iterable[Vector]) -> Iterator[Case]:
+    """The tests of each vector: decode it, and encode its value back when it must be accepted."""
+    for v in vectors:
+        yield Case(v.test_name, v, Request("decode", v.format, v.version, v.data, v.params), v.outcomes)
+        accepted = v.accepted
+        if accepted is not None:
+            request = Request("encode", v.format, v.version, accepted.text.encode("utf-8"))
+            yield Case(v.test_name + ".Encode", v, request, (Outcome("accept", text=v.data.hex()),))
+
+
+def _matches(case: Case, response: Response) -> bool:
+    for outcome in case.outcomes:
+        if outcome.result != response.result:
+            continue
+        if outcome.result == "reject" and outcome.kind == response.kind:
+            return True
+        if outcome.result == "accept":
+            got = response.payload.hex() if case.request.op == "encode" else response.payload.decode("utf-8", "replace")
+            if got == outcome.text:
+                return True
+    return False
+
+
+def _expected(case: Case) -> str:
+    return " or ".join(o.describe() for o in case.outcomes)
+
+
+def _judge(case: Case, testee: Testee) -> tuple[str, str]:
+    try:
+        response = testee.ask(case.request)
+    except TesteeFault as fault:
+        return FAIL, f"{fault}; expected {_expected(case)}"
+    if response.result == "unsupported":
+        return UNSUPPORTED, response.message
+    if _matches(case, response):
+        return PASS, ""
+    got = response.describe()
+    if case.request.op == "encode" and response.result == "accept":
+        got = f"accept {response.payload.hex()}"
+    return FAIL, f"expected {_expected(case)}, got {got}"
+
+
+def read_failure_list(path: Path) -> set[str]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise HarnessError(f"{path}: {exc.strerror}") from None
+    return {line.split("#", 1)[0].strip() for line in lines} - {""}
+
+
+def _format_of(name: str) -> str:
+    parts = name.split(".")
+    return parts[1] if len(parts) > 3 else ""
+
+
+def run(
+    testee_argv: list[str],
+    formats: Iterable[str] | None = None,
+    failure_list: set[str] | frozenset[str] = frozenset(),
+    corpus: Path = CORPUS_DIR,
+    timeout: float = 10.0,
+) -> Report:
+    """Run the corpus (or the vectors of ``formats``) against one testee."""
+    selected = None if formats is None else set(formats)
+    vectors = load_corpus(corpus, selected)
+    if selected is not None and not vectors:
+        raise HarnessError(f"the corpus holds no vector of {sorted(selected)}")
+    report = Report()
+    seen = set()
+    with Testee(testee_argv, timeout=timeout) as testee:
+        for case in cases(vectors):
+            seen.add(case.name)
+            status, detail = _judge(case, testee)
+            if case.name in failure_list:
+                if status == PASS:
+                    status, detail = FAIL, "passes but is in the failure list: remove it from the list"
+                elif status == FAIL:
+                    status = KNOWN
+            report.results.append(Result(case.name, case.group, status, detail))
+    for name in sorted(failure_list - seen):
+        if selected is None or _format_of(name) in selected:
+            report.results.append(Result(name, "failure list", FAIL, "no such test in the corpus: remove it from the list"))
+    return report
+
+
+def _parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    builtins = ", ".join(sorted(BUILTIN_TESTEES))
+    parser.add_argument(
+        "--testee", required=True, help=f"command that speaks the testee protocol, or a built-in name ({builtins})"
+    )
+    parser.add_argument("--format", action="append", dest="formats", metavar="NAME", help="run only this format (repeatable)")
+    parser.add_argument("--failure-list", type=Path, help="file of test names known to fail, one per line")
+    parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for each response (default 10)")
+    parser.add_argument("--corpus", type=Path, default=CORPUS_DIR, help=argparse.SUPPRESS)
+    return parser
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the options of ``inert conformance run`` on ``parser``."""
+    _parser(parser)
+
+
+def run_command(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+    """``inert conformance run``: print the report; 0 when every test passed, 1 otherwise."""
+    failures = read_failure_list(args.failure_list) if args.failure_list else set()
+    report = run(testee_command(args.testee), args.formats, failures, args.corpus, args.timeout)
+    print(f"testee: {args.testee}", file=out)
+    report.write(out)
+    out.flush()
+    return 0 if report.ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m inert.conformance._runner``: the same as ``inert conformance run``."""
+    parser = _parser(
+        argparse.ArgumentParser(prog="inert conformance run", description="Run the conformance corpus against a testee.")
+    )
+    args = parser.parse_args(argv)
+    try:
+        return run_command(args)
+    except HarnessError as exc:
+        print(f"inert: conformance: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
