@@ -451,8 +451,10 @@ def _serialize_done_task(self: Any, processed_task: Any) -> Any:
     try:
         return original(self, processed_task)
     except (WriteTypeError, WriteValueError) as exc:
-        processed_task.exception = RuntimeError(f"the callback's output cannot be sent through shared memory: {exc}")
-        processed_task.traceback_str = traceback.format_exc()
+        reason = f"the callback's output cannot be sent through shared memory (inert.dali): {exc}"
+        processed_task.exception = RuntimeError(reason)
+        # DALI shows the user the traceback text: end it with the reason.
+        processed_task.traceback_str = f"{traceback.format_exc()}\n{reason}\n"
         return self._serialize_failed_task(processed_task)
 
 

@@ -1,0 +1,246 @@
+"""Callbacks and pipelines for the DALI adapter tests, importable by ``spawn`` workers.
+
+A ``spawn`` worker unpickles its callback by reference, so callbacks live here
+rather than in the test module.  Hostile callbacks run in the worker and
+corrupt what the worker sends, the way a compromised worker would.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+from nvidia.dali import Pipeline, fn
+
+BATCH = 4
+EPOCH_SAMPLES = 10
+
+
+def sample(info: Any) -> np.ndarray:
+    """Sample mode: the sample's index in the epoch, in the epoch, three times."""
+    return np.array([info.idx_in_epoch, info.iteration, info.epoch_idx], dtype=np.int64)
+
+
+def sample_pair(info: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Sample mode, two outputs of different dtypes and shapes."""
+    return np.full((2, 3), info.idx_in_epoch, np.float32), np.array([info.idx_in_batch], np.uint8)
+
+
+def batch_info(info: Any) -> list[np.ndarray]:
+    """Batch mode with BatchInfo."""
+    return [np.array([info.iteration, info.epoch_idx, i], np.int32) for i in range(BATCH)]
+
+
+def batch_nested(info: Any) -> tuple[list[np.ndarray], tuple[np.ndarray, ...]]:
+    """Batch mode, two outputs: a list of samples and a tuple of samples (nested in the batch)."""
+    first = [np.full((i + 1,), info.iteration, np.int16) for i in range(BATCH)]
+    second = tuple(np.array(float(i) / 2, np.float64) for i in range(BATCH))
+    return first, second
+
+
+def finite(info: Any) -> np.ndarray:
+    """Sample mode over an epoch of EPOCH_SAMPLES samples."""
+    if info.idx_in_epoch >= EPOCH_SAMPLES:
+        raise StopIteration
+    return np.array([info.idx_in_epoch, info.epoch_idx], np.int64)
+
+
+def failing(info: Any) -> np.ndarray:
+    if info.idx_in_epoch == 2:
+        raise ValueError(f"sample {info.idx_in_epoch} is corrupt ü")
+    return np.zeros(1, np.int8)
+
+
+def returns_dict(info: Any) -> Any:
+    return {"not": "an array"}
+
+
+def returns_text_array(info: Any) -> np.ndarray:
+    return np.array(["text"])
+
+
+class Hostile:
+    """A callback that, in its worker, corrupts what the worker sends back.
+
+    ``mode`` picks the corruption: ``pickle`` replaces every result message by
+    a pickle that would create ``marker`` (a file) if unpickled; ``garbage``
+    replaces it by random bytes; ``meta-outside`` declares a sample beyond the
+    chunk; ``descriptor`` names a chunk the pool does not have.
+    """
+
+    def __init__(self, mode: str, marker: str = "") -> None:
+        self.mode = mode
+        self.marker = marker
+
+    def __call__(self, info: Any) -> np.ndarray:
+        _corrupt_once(self.mode, self.marker)
+        return np.arange(4, dtype=np.int32)
+
+
+class _Payload:
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Callable[..., Any], tuple[str]]:
+        return (os.system, (f"touch {self.marker}",))
+
+
+_corrupted: list[str] = []
+
+
+def _corrupt_once(mode: str, marker: str) -> None:
+    """Replace, in this worker process, the writer the adapter installed."""
+    if _corrupted:
+        return
+    _corrupted.append(mode)
+    from inert.codecs import shm_samples_meta
+    from nvidia.dali._multiproc import worker
+
+    write = worker.write_shm_message
+
+    def write_hostile(worker_id: int, shm_chunk: Any, message: Any, offset: int, resize: bool = True) -> Any:
+        desc = write(worker_id, shm_chunk, message, offset, resize)
+        if mode == "pickle":
+            data = pickle.dumps(_Payload(marker))
+        elif mode == "garbage":
+            data = np.random.default_rng(7).integers(0, 256, desc.num_bytes, dtype=np.uint8).tobytes()
+        else:
+            if mode == "descriptor":
+                desc.shm_chunk_id = 10_000
+            return desc
+        shm_chunk.buf[offset : offset + len(data)] = data
+        desc.num_bytes = len(data)
+        return desc
+
+    if mode == "meta-outside":
+        encode = shm_samples_meta.encode
+
+        def encode_outside(value: Any) -> bytes:
+            value["samples"][0]["offset"] = 1 << 40
+            return encode(value)
+
+        shm_samples_meta.encode = encode_outside  # type: ignore[assignment]
+    else:
+        worker.write_shm_message = write_hostile
+
+
+# --- pipelines ---------------------------------------------------------------------------------------
+
+
+def make_pipeline(sources: list[dict[str, Any]], start_method: str = "fork", batch_size: int = BATCH) -> Pipeline:
+    """A CPU pipeline whose outputs are the given parallel external sources."""
+    pipe = Pipeline(
+        batch_size=batch_size,
+        num_threads=1,
+        device_id=None,
+        py_num_workers=2,
+        py_start_method=start_method,
+        prefetch_queue_depth=2,
+    )
+    outputs: list[Any] = []
+    with pipe:
+        for kwargs in sources:
+            out = fn.external_source(parallel=True, **kwargs)
+            outputs.extend(out if isinstance(out, (list, tuple)) else [out])
+        pipe.set_outputs(*outputs)
+    return pipe
+
+
+@contextmanager
+def running(pipe: Pipeline) -> Iterator[Pipeline]:
+    """Build ``pipe`` and stop its workers on exit, so no pool outlives the test that made it."""
+    try:
+        pipe.build()
+        yield pipe
+    finally:
+        pool = getattr(pipe, "_py_pool", None)
+        if pool is not None:
+            pool.close()
+        pipe._shutdown()
+
+
+def as_lists(outputs: Any) -> list[list[Any]]:
+    return [[np.array(batch[i]).tolist() for i in range(len(batch))] for batch in outputs]
+
+
+# --- the audit run (in a fresh interpreter) ----------------------------------------------------------------
+
+_worker_events: list[str] = []
+
+
+def _record_find_class(event: str, args: tuple[Any, ...]) -> None:
+    if event == "pickle.find_class":
+        _worker_events.append(f"{args[0]}.{args[1]}")
+
+
+def counting_find_class(info: Any) -> np.ndarray:
+    """Sample mode: how many ``pickle.find_class`` events this worker saw since its first sample."""
+    if not _worker_hook_installed:
+        _install_worker_hook()
+    return np.array([len(_worker_events)], np.int64)
+
+
+_worker_hook_installed: list[bool] = []
+
+
+def _install_worker_hook() -> None:
+    sys.addaudithook(_record_find_class)
+    _worker_hook_installed.append(True)
+
+
+def audit_run(adapter: bool, iterations: int = 6) -> dict[str, Any]:
+    """Run a fork pipeline with an audit hook in the parent; report the find_class events.
+
+    Returns the events the parent saw while batches flowed, how many globals
+    DALI's restricted unpickler resolved in the parent, and the largest count
+    of events any worker reported for its own process.
+    """
+    import inert.dali
+
+    parent_events: list[str] = []
+    flowing: list[bool] = []
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        if flowing and event == "pickle.find_class":
+            parent_events.append(f"{args[0]}.{args[1]}")
+
+    sys.addaudithook(hook)
+    # DALI's restricted unpickler resolves globals in its own find_class, which
+    # raises no audit event: count its calls too, to show the parent's unpickling.
+    from nvidia.dali._multiproc import shared_batch
+
+    unpickled: list[str] = []
+    restricted = shared_batch._WorkerResultUnpickler
+    find_class = restricted.find_class
+
+    def counted_find_class(self: Any, module: str, name: str) -> Any:
+        unpickled.append(f"{module}.{name}")
+        return find_class(self, module, name)
+
+    restricted.find_class = counted_find_class  # type: ignore[method-assign]
+    if adapter:
+        inert.dali.enable()
+    worker_max = 0
+    with running(make_pipeline([{"source": counting_find_class, "batch": False}])) as pipe:
+        flowing.append(True)
+        for _ in range(iterations):
+            (out,) = pipe.run()
+            worker_max = max([worker_max] + [int(np.array(out[i])[0]) for i in range(len(out))])
+        flowing.clear()
+    return {
+        "parent": parent_events,
+        "parent_restricted_unpickles": len(unpickled),
+        "worker_max": worker_max,
+        "enabled": inert.dali.is_enabled(),
+    }
+
+
+if __name__ == "__main__":
+    import json
+
+    print(json.dumps(audit_run(adapter=sys.argv[1] == "adapter")))
