@@ -100,3 +100,106 @@ def check_descriptor(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, s
     if capacity is not None and value["shm_capacity"] != capacity:
         return "shm_capacity", f"{value['shm_capacity']} declared, the chunk holds {capacity}"
     return None
+
+
+# -- checkpoint formats --------------------------------------------------------
+
+#: Bytes per element of each checkpoint dtype, by the name of its ``DType`` member.
+CHECKPOINT_ITEMSIZES = {
+    "BOOL": 1, "UINT8": 1, "INT8": 1, "UINT16": 2, "INT16": 2, "UINT32": 4, "INT32": 4, "UINT64": 8, "INT64": 8,
+    "FLOAT16": 2, "BFLOAT16": 2, "FLOAT32": 4, "FLOAT64": 8, "COMPLEX64": 8, "COMPLEX128": 16,
+    "FLOAT8_E4M3FN": 1, "FLOAT8_E5M2": 1, "FLOAT8_E4M3FNUZ": 1, "FLOAT8_E5M2FNUZ": 1, "FLOAT8_E8M0FNU": 1,
+}
+
+#: The names in the order of their ``DType`` values (1, 2, ...), for writers given a bare int.
+_DTYPE_NAMES = (
+    "BOOL", "UINT8", "INT8", "UINT16", "INT16", "UINT32", "INT32", "UINT64", "INT64", "FLOAT16", "BFLOAT16",
+    "FLOAT32", "FLOAT64", "COMPLEX64", "COMPLEX128",
+    "FLOAT8_E4M3FN", "FLOAT8_E5M2", "FLOAT8_E4M3FNUZ", "FLOAT8_E5M2FNUZ", "FLOAT8_E8M0FNU",
+)
+
+
+def checkpoint_itemsize(dtype: Any) -> int:
+    """Itemsize of a ``DType`` given as member, name or value (already validated by the tag)."""
+    if isinstance(dtype, str):
+        return CHECKPOINT_ITEMSIZES[dtype]
+    name = getattr(dtype, "name", None)
+    return CHECKPOINT_ITEMSIZES[name if name is not None else _DTYPE_NAMES[int(dtype) - 1]]
+
+
+# A relative file name inside a checkpoint directory: no separator, no '..', no hidden tricks.
+_FILE_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}\Z")
+
+
+def describe_foreign(head: bytes) -> str:
+    """What the first bytes of a file that is not the expected Inert file look like."""
+    if len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5:
+        return f"a pickle (protocol {head[1]}), e.g. a legacy torch.distributed.checkpoint .metadata"
+    if head.startswith(b"PK\x03\x04"):
+        return "a zip archive, e.g. a torch.save file"
+    if len(head) >= 9 and head[8:9] == b"{":
+        return "a safetensors file (8-byte header length, then a JSON header)"
+    if head.startswith(b"\x89INRT"):
+        return f"another Inert file ({head[:8]!r})"
+    if not head:
+        return "an empty file"
+    return f"unknown bytes {head[:8].hex(' ')}"
+
+
+def _product(dims: list[int], itemsize: int) -> int | None:
+    total = itemsize
+    for dim in dims:
+        total *= dim
+    return None if total > _U64_MAX else total
+
+
+def check_tensor_record(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str] | None:
+    """A tensor record holds exactly ``prod(shape) * itemsize`` bytes."""
+    nbytes = _product(value["shape"], checkpoint_itemsize(value["dtype"]))
+    if nbytes is None:
+        return "shape", "element count times itemsize overflows 64 bits"
+    if nbytes != len(value["data"]):
+        return "data", f"{len(value['data'])} bytes present, shape and dtype give {nbytes}"
+    return None
+
+
+def check_tensor_entry(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str] | None:
+    """A tensor entry's chunk columns agree in length, and every chunk lies inside the tensor."""
+    size = value["size"]
+    ndim = len(size)
+    count = len(value["chunk_files"])
+    for name in ("chunk_byte_offsets", "chunk_byte_lengths", "chunk_crcs"):
+        if len(value[name]) != count:
+            return name, f"{len(value[name])} values, {count} chunks"
+    for name in ("chunk_offsets", "chunk_sizes"):
+        if len(value[name]) != count * ndim:
+            return name, f"{len(value[name])} values, {count} chunks of {ndim} dims need {count * ndim}"
+    if _product(size, 1) is None:
+        return "size", "element count overflows 64 bits"
+    offsets, sizes = value["chunk_offsets"], value["chunk_sizes"]
+    for dim in range(ndim):
+        limit = size[dim]
+        ends = map(int.__add__, offsets[dim::ndim], sizes[dim::ndim])
+        if max(ends, default=0) > limit:
+            return "chunk_sizes", f"a chunk ends beyond size {limit} of dim {dim}"
+    return None
+
+
+def check_metadata(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str] | None:
+    """File names are plain names inside the checkpoint; file indices and fqns are valid."""
+    files = value["files"]
+    for index, name in enumerate(files):
+        if not _FILE_NAME_RE.match(name) or name in (".", ".."):
+            return f"files[{index}]", f"{name!r} is not a plain file name"
+    count = len(files)
+    seen: set[str] = set()
+    for group in ("tensors", "values"):
+        for index, entry in enumerate(value[group]):
+            fqn = entry["fqn"]
+            if fqn in seen:
+                return f"{group}[{index}].fqn", f"{fqn!r} appears twice"
+            seen.add(fqn)
+            file_ids = entry["chunk_files"] if group == "tensors" else (entry["file"],)
+            if file_ids and max(file_ids) >= count:
+                return f"{group}[{index}]", f"file index {max(file_ids)} is not below the {count} files"
+    return None

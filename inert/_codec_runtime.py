@@ -1,4 +1,4 @@
-"""Run-time helpers the generated codecs call (standard library only).
+"""Run-time helpers the generated codecs call (standard library and msgpack only).
 
 Kept small on purpose: the generated modules hold the per-field logic; this
 module holds what would otherwise be repeated in every one of them.
@@ -7,11 +7,45 @@ module holds what would otherwise be repeated in every one of them.
 from __future__ import annotations
 
 import operator
+import struct
+import zlib
 from typing import Any
 
-from inert._errors import TruncatedError, WriteTypeError, WriteValueError
+import msgpack
 
-__all__ = ["as_buffer", "truncated", "as_int", "as_float", "as_bool", "as_text", "as_list", "as_dict", "tag_member"]
+from inert._checks import describe_foreign
+from inert._errors import (
+    ForeignFormatError,
+    InertError,
+    InvalidValueError,
+    LimitError,
+    TrailingBytesError,
+    TruncatedError,
+    UnknownTagError,
+    VersionError,
+    WriteTypeError,
+    WriteValueError,
+)
+
+__all__ = [
+    "as_buffer",
+    "truncated",
+    "as_int",
+    "as_float",
+    "as_bool",
+    "as_text",
+    "as_list",
+    "as_dict",
+    "tag_member",
+    "read_file_header",
+    "file_header",
+    "crc_parts",
+    "out_size",
+    "as_bytes",
+    "check_zero",
+    "unpack_value",
+    "pack_value",
+]
 
 
 def as_buffer(data: Any) -> bytes | bytearray | memoryview:
@@ -98,3 +132,213 @@ def tag_member(fmt: str, path: str, obj: Any, table: dict[Any, Any], enum_name: 
             raise WriteValueError(fmt, path, f"unknown {enum_name} {obj!r}")
         return member
     raise WriteTypeError(fmt, path, f"expected {enum_name}, got {type(obj).__name__}")
+
+
+# -- file formats: magic, version, checksums, raw bytes -----------------------
+
+
+
+def read_file_header(fmt: str, buf: Any, magic: bytes, versions: tuple[int, ...]) -> int:
+    """Check the magic and return the ``format_version`` after it.
+
+    A file of another kind gets a :class:`ForeignFormatError` saying what it
+    looks like; an unknown version a :class:`VersionError` naming the known ones.
+    """
+    size = len(magic)
+    head = bytes(buf[:size])
+    if head != magic:
+        raise ForeignFormatError(
+            fmt, 0, "magic", f"not a {fmt} file: expected {magic!r}, found {describe_foreign(bytes(buf[:16]))}"
+        )
+    if len(buf) < size + 2:
+        raise TruncatedError(fmt, size, "format_version", f"2 bytes needed, {len(buf) - size} present")
+    version = int.from_bytes(buf[size : size + 2], "little")
+    if version not in versions:
+        supported = ", ".join(str(v) for v in versions)
+        raise VersionError(fmt, size, "format_version", f"version {version} is not supported (this reader knows {supported})")
+    return version
+
+
+def file_header(magic: bytes, version: int) -> bytes:
+    """The magic then the ``format_version`` as ``Int16ul``."""
+    return magic + version.to_bytes(2, "little")
+
+
+def crc_parts(parts: list[Any], start: int) -> int:
+    """The CRC-32 of ``parts[start:]`` taken in order (zlib releases the GIL on large buffers)."""
+    crc = 0
+    for part in parts[start:]:
+        crc = zlib.crc32(part, crc)
+    return crc
+
+
+def out_size(parts: list[Any]) -> int:
+    """Bytes written so far into a writer's list of parts (each bytes or a byte memoryview)."""
+    return sum(len(part) for part in parts)
+
+
+def as_bytes(fmt: str, path: str, obj: Any, max_len: int) -> bytes | bytearray | memoryview:
+    """``obj`` as a flat byte buffer within ``max_len`` bytes; no copy for memoryviews."""
+    if isinstance(obj, (bytes, bytearray)):
+        data: bytes | bytearray | memoryview = obj
+    elif isinstance(obj, memoryview):
+        if not obj.c_contiguous:
+            raise WriteValueError(fmt, path, "memoryview is not C-contiguous")
+        data = obj if obj.format == "B" and obj.ndim == 1 else obj.cast("B")
+    else:
+        raise WriteTypeError(fmt, path, f"expected bytes, got {type(obj).__name__}")
+    if len(data) > max_len:
+        raise WriteValueError(fmt, path, f"length {len(data)} exceeds max_len({max_len})")
+    return data
+
+
+_ZEROS = bytes(4096)
+
+
+def check_zero(fmt: str, buf: Any, off: int, size: int, path: str) -> None:
+    """Padding bytes must be zero: any other byte would be a second encoding of the same value."""
+    chunk = bytes(buf[off : off + size])
+    if chunk != _ZEROS[:size]:
+        bad = next(i for i, b in enumerate(chunk) if b)
+        raise InvalidValueError(fmt, off + bad, path, f"padding byte is {chunk[bad]}, not 0")
+
+
+# -- the MessagePack value subset ---------------------------------------------
+#
+# A value document holds None, bool, int (-2**63 .. 2**64-1), float, str, bytes,
+# list and dict (any keys the subset can hash), plus these extension codes.
+# Every other type, and every other extension code (including msgpack's -1
+# timestamp), is refused.
+
+
+EXT_TUPLE = 1  # payload: a MessagePack array
+EXT_COMPLEX = 2  # payload: real then imaginary part, two Float64l
+EXT_BYTEARRAY = 3  # payload: the raw bytes
+EXT_SET = 4  # payload: a MessagePack array
+EXT_FROZENSET = 5  # payload: a MessagePack array
+EXT_CODES = {EXT_TUPLE: "tuple", EXT_COMPLEX: "complex", EXT_BYTEARRAY: "bytearray", EXT_SET: "set", EXT_FROZENSET: "frozenset"}
+
+_COMPLEX = struct.Struct("<dd")
+_EXT_OF: dict[type, int] = {tuple: EXT_TUPLE, set: EXT_SET, frozenset: EXT_FROZENSET}
+_SCALARS = (type(None), bool, int, float, str, bytes)
+_CONTAINERS = (list, tuple, set, frozenset)
+
+
+class _Unpack:
+    """One decode of a value document: limits, the extension hook and its nesting."""
+
+    def __init__(self, fmt: str, base: int, path: str, max_depth: int) -> None:
+        self.fmt, self.base, self.path, self.max_depth = fmt, base, path, max_depth
+        self.ext_depth = 0
+
+    def unpack(self, data: Any) -> Any:
+        n = len(data)
+        return msgpack.unpackb(
+            data, raw=False, strict_map_key=False, use_list=True, ext_hook=self.ext_hook,
+            max_str_len=n, max_bin_len=n, max_array_len=n, max_map_len=n, max_ext_len=n,
+        )
+
+    def ext_hook(self, code: int, payload: bytes) -> Any:
+        if code == EXT_COMPLEX:
+            if len(payload) != 16:
+                raise InvalidValueError(self.fmt, self.base, self.path, f"complex extension holds {len(payload)} bytes, not 16")
+            return complex(*_COMPLEX.unpack(payload))
+        if code == EXT_BYTEARRAY:
+            return bytearray(payload)
+        if code in (EXT_TUPLE, EXT_SET, EXT_FROZENSET):
+            # A nested document: bound the Python recursion it causes.
+            if self.ext_depth >= self.max_depth:
+                raise LimitError(self.fmt, self.base, self.path, f"nesting exceeds max_depth({self.max_depth})")
+            self.ext_depth += 1
+            try:
+                items = self.unpack(payload)
+            finally:
+                self.ext_depth -= 1
+            if not isinstance(items, list):
+                raise InvalidValueError(self.fmt, self.base, self.path, f"{EXT_CODES[code]} extension does not hold an array")
+            return tuple(items) if code == EXT_TUPLE else (set(items) if code == EXT_SET else frozenset(items))
+        raise UnknownTagError(self.fmt, self.base, self.path, f"unknown extension code {code}")
+
+
+def _check_tree(fmt: str, base: int, path: str, value: Any, max_depth: int) -> None:
+    """Every node is of the subset and no deeper than ``max_depth`` (iterative: no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        kind = type(node)
+        if kind in _SCALARS or kind is complex or kind is bytearray:
+            continue
+        if depth > max_depth:
+            raise LimitError(fmt, base, path, f"nesting exceeds max_depth({max_depth})")
+        if kind is dict:
+            stack.extend((k, depth + 1) for k in node)
+            stack.extend((v, depth + 1) for v in node.values())
+        elif kind in _CONTAINERS:
+            stack.extend((v, depth + 1) for v in node)
+        else:  # msgpack's own extension types (the -1 timestamp)
+            raise UnknownTagError(fmt, base, path, f"value of type {kind.__name__} is outside the declared subset")
+
+
+def unpack_value(fmt: str, data: Any, base: int, path: str, max_depth: int) -> Any:
+    """Decode one value document; any fault is an ``InertError`` at offset ``base``."""
+    try:
+        value = _Unpack(fmt, base, path, max_depth).unpack(data)
+    except InertError:
+        raise
+    except msgpack.ExtraData:
+        raise TrailingBytesError(fmt, base, path, "bytes after the end of the value document") from None
+    except msgpack.OutOfData:
+        raise TruncatedError(fmt, base, path, "value document ends inside a value") from None
+    except msgpack.StackError:
+        raise LimitError(fmt, base, path, f"nesting exceeds max_depth({max_depth})") from None
+    except UnicodeDecodeError:
+        raise InvalidValueError(fmt, base, path, "invalid UTF-8 in a string") from None
+    except (ValueError, TypeError, OverflowError) as exc:  # FormatError, limits, unhashable keys
+        text = str(exc)
+        if "incomplete input" in text:
+            raise TruncatedError(fmt, base, path, "value document ends inside a value") from None
+        if "exceeds max_" in text:  # a count or length beyond the bytes present
+            raise LimitError(fmt, base, path, f"value document: {text[:120]}") from None
+        raise InvalidValueError(fmt, base, path, f"malformed value document: {text[:120]}") from None
+    _check_tree(fmt, base, path, value, max_depth)
+    return value
+
+
+def _item_path(path: str, key: Any) -> str:
+    return f"{path}[{key!r}]"
+
+
+def _prepare(fmt: str, path: str, value: Any, depth: int, max_depth: int) -> Any:
+    """``value`` checked against the subset, with the extension types wrapped for the packer."""
+    kind = type(value)
+    if kind in _SCALARS:
+        if kind is int and not -(1 << 63) <= value < (1 << 64):
+            raise WriteValueError(fmt, path, f"int {value} is outside the 64-bit range")
+        return value
+    if kind is complex:
+        return msgpack.ExtType(EXT_COMPLEX, _COMPLEX.pack(value.real, value.imag))
+    if kind is bytearray:
+        return msgpack.ExtType(EXT_BYTEARRAY, bytes(value))
+    if depth >= max_depth:
+        raise WriteValueError(fmt, path, f"nesting exceeds max_depth({max_depth})")
+    if kind is list:
+        return [_prepare(fmt, _item_path(path, i), v, depth + 1, max_depth) for i, v in enumerate(value)]
+    if kind is dict:
+        sub = depth + 1
+        return {
+            _prepare(fmt, f"{path}<key {k!r}>", k, sub, max_depth): _prepare(fmt, _item_path(path, k), v, sub, max_depth)
+            for k, v in value.items()
+        }
+    code = _EXT_OF.get(kind)
+    if code is None:
+        raise WriteTypeError(fmt, path, f"{kind.__module__}.{kind.__qualname__} is not in the value subset of this format")
+    items = [_prepare(fmt, _item_path(path, i), v, depth + 1, max_depth) for i, v in enumerate(value)]
+    return msgpack.ExtType(code, msgpack.packb(items, use_bin_type=True, strict_types=True))
+
+
+def pack_value(fmt: str, path: str, value: Any, max_len: int, max_depth: int) -> bytes:
+    """One value document; ``WriteTypeError`` names the type and path of a value outside the subset."""
+    data = msgpack.packb(_prepare(fmt, path, value, 0, max_depth), use_bin_type=True, strict_types=True)
+    if len(data) > max_len:
+        raise WriteValueError(fmt, path, f"value document of {len(data)} bytes exceeds max_len({max_len})")
+    return data

@@ -24,8 +24,13 @@ from inert.spec import FORMATS
 from inert.spec._grammar import (
     Array,
     Bool8,
+    Bytes,
+    Crc32,
     Format,
+    Magic,
+    MsgPack,
     Optional,
+    Padding,
     Record,
     Recursive,
     Rule,
@@ -186,7 +191,7 @@ class _ReadEmitter:
     def record(self, con: Record, ind: int, fields: dict[str, str]) -> str:
         """Emit the reads of a record's fields; return the expression of its dict."""
         start = self.fresh("start")
-        if con.checks:
+        if con.checks or any(isinstance(sub, Crc32) for _, sub in con.fields):
             self.emit(ind, f"{start} = off")
         group: list[tuple[str, Any]] = []
         for name, sub in con.fields:
@@ -194,6 +199,15 @@ class _ReadEmitter:
                 group.append((name, sub))
                 continue
             local = f"f_{name}_{self.fresh('')}"
+            if isinstance(sub, (Padding, Crc32)):
+                self.group(group, ind, fields)
+                group = []
+                if isinstance(sub, Padding):
+                    self.padding(sub.align, repr(name), ind)
+                    continue
+                self.crc32(start, local, repr(name), ind)
+                fields[name] = local
+                continue
             if isinstance(sub, (Utf8, Array)):
                 # Read the length prefix in the same unpack as the fixed fields before it.
                 prefix = self.fresh("prefix")
@@ -290,6 +304,13 @@ class _ReadEmitter:
             self.utf8(sub, local, path, ind, prefix)
         elif isinstance(sub, Array):
             self.array(sub, local, path, ind, prefix)
+        elif isinstance(sub, Bytes):
+            self.raw_bytes(sub, local, path, ind)
+        elif isinstance(sub, MsgPack):
+            self.msgpack(sub, local, path, ind)
+        elif isinstance(sub, Magic):
+            self.magic(sub, path, ind)
+            self.emit(ind, f"{local} = {sub.value!r}")
         elif isinstance(sub, Optional):
             flag = self.fresh("flag")
             self.emit(ind, "if off >= n:")
@@ -312,6 +333,60 @@ class _ReadEmitter:
         self.emit(ind, f"{start} = off")
         self._prefix(prefix_con, length, path, ind)
         return length, start
+
+    def padding(self, align: int, path: str, ind: int) -> None:
+        if align == 1:
+            return
+        pad = self.fresh("pad")
+        self.emit(ind, f"{pad} = -off % {align}")
+        self.emit(ind, f"if off + {pad} > n:")
+        self.emit(ind + 1, f"raise TruncatedError(FORMAT, off, {path}, f\"{{{pad}}} padding bytes needed, {{n - off}} present\")")
+        self.emit(ind, f"if {pad}:")
+        self.emit(ind + 1, f"check_zero(FORMAT, buf, off, {pad}, {path})")
+        self.emit(ind + 1, f"off += {pad}")
+
+    def crc32(self, start: str, local: str, path: str, ind: int) -> None:
+        computed = self.fresh("crc")
+        self.emit(ind, "if off + 4 > n:")
+        self.emit(ind + 1, f"raise TruncatedError(FORMAT, off, {path}, f\"4 bytes needed, {{n - off}} present\")")
+        self.emit(ind, f"({local},) = {self.mod.struct('I')}.unpack_from(buf, off)")
+        self.emit(ind, "if ctx.get('verify_checksums') is not False:")
+        self.emit(ind + 1, f"{computed} = zlib.crc32(memoryview(buf)[{start}:off])")
+        self.emit(ind + 1, f"if {computed} != {local}:")
+        self.emit(
+            ind + 2,
+            f"raise ChecksumError(FORMAT, off, {path}, f\"stored CRC-32 {{{local}:#010x}}, bytes give {{{computed}:#010x}}\")",
+        )
+        self.emit(ind, "off += 4")
+
+    def raw_bytes(self, sub: Bytes, local: str, path: str, ind: int) -> None:
+        length, start = self._counted(sub.prefix, None, path, ind)
+        self.emit(ind, f"if {length} > {sub.max_len}:")
+        self.emit(ind + 1, f"raise LimitError(FORMAT, {start}, {path}, f\"length {{{length}}} exceeds max_len({sub.max_len})\")")
+        self.padding(sub.align, path, ind)
+        self.emit(ind, f"if {length} > n - off:")
+        self.emit(ind + 1, f"raise TruncatedError(FORMAT, off, {path}, f\"{{{length}}} bytes needed, {{n - off}} present\")")
+        self.emit(ind, f"{local} = memoryview(buf)[off:off + {length}]")
+        self.emit(ind, f"off += {length}")
+
+    def msgpack(self, sub: MsgPack, local: str, path: str, ind: int) -> None:
+        length, start = self._counted(sub.prefix, None, path, ind)
+        self.emit(ind, f"if {length} > {sub.max_len}:")
+        self.emit(
+            ind + 1, f"raise LimitError(FORMAT, {start}, {path}, f\"document length {{{length}}} exceeds max_len({sub.max_len})\")"
+        )
+        self.emit(ind, f"if {length} > n - off:")
+        self.emit(ind + 1, f"raise TruncatedError(FORMAT, off, {path}, f\"{{{length}}} bytes needed, {{n - off}} present\")")
+        self.emit(ind, f"{local} = unpack_value(FORMAT, buf[off:off + {length}], off, {path}, {sub.max_depth})")
+        self.emit(ind, f"off += {length}")
+
+    def magic(self, sub: Magic, path: str, ind: int) -> None:
+        self.emit(ind, f"if bytes(buf[off:off + {sub.size}]) != {sub.value!r}:")
+        self.emit(
+            ind + 1,
+            f"raise ForeignFormatError(FORMAT, off, {path}, \"expected {sub.value!r}, found \" + _checks.describe_foreign(bytes(buf[off:off + 16])))",
+        )
+        self.emit(ind, f"off += {sub.size}")
 
     def utf8(self, sub: Utf8, local: str, path: str, ind: int, prefix: str | None = None) -> None:
         length, start = self._counted(sub.prefix, prefix, path, ind)
@@ -387,7 +462,11 @@ class _WriteEmitter(_ReadEmitter):
             self.record_w(case, ind + 1)
 
     def record_w(self, con: Record, ind: int) -> None:
-        names = [name for name, _ in con.fields]
+        names = [name for name, sub in con.fields if not isinstance(sub, (Padding, Crc32, Magic))]
+        mark = ""
+        if any(isinstance(sub, Crc32) for _, sub in con.fields):
+            mark = self.fresh("mark")  # only here: other formats' generated names stay as they were
+            self.emit(ind, f"{mark} = len(out)")
         locals_ = {name: f"f_{name}_{self.fresh('')}" for name in names}
         if names:
             err = self.fresh("exc")
@@ -403,7 +482,12 @@ class _WriteEmitter(_ReadEmitter):
                 continue
             self.group_w(group, ind, locals_)
             group = []
-            self.value_w(sub, locals_[name], repr(name), ind)
+            if isinstance(sub, Crc32):
+                self.emit(ind, f"out.append({self.mod.struct('I')}.pack(crc_parts(out, {mark})))")
+            elif isinstance(sub, (Padding, Magic)):
+                self.value_w(sub, "None", repr(name), ind)
+            else:
+                self.value_w(sub, locals_[name], repr(name), ind)
         self.group_w(group, ind, locals_)
         for check in con.checks:
             if isinstance(check, Rule):
@@ -464,6 +548,22 @@ class _WriteEmitter(_ReadEmitter):
             self.emit(ind, f"{data} = as_text(FORMAT, {path}, {local}, {sub.max_len})")
             self.emit(ind, f"out.append({self.mod.struct(sub.prefix.code)}.pack(len({data})))")
             self.emit(ind, f"out.append({data})")
+        elif isinstance(sub, Bytes):
+            data = self.fresh("data")
+            self.emit(ind, f"{data} = as_bytes(FORMAT, {path}, {local}, {sub.max_len})")
+            self.emit(ind, f"out.append({self.mod.struct(sub.prefix.code)}.pack(len({data})))")
+            self.value_w(Padding(sub.align), "None", path, ind)
+            self.emit(ind, f"out.append({data})")
+        elif isinstance(sub, MsgPack):
+            data = self.fresh("data")
+            self.emit(ind, f"{data} = pack_value(FORMAT, {path}, {local}, {sub.max_len}, {sub.max_depth})")
+            self.emit(ind, f"out.append({self.mod.struct(sub.prefix.code)}.pack(len({data})))")
+            self.emit(ind, f"out.append({data})")
+        elif isinstance(sub, Padding):
+            if sub.align > 1:
+                self.emit(ind, f"out.append(bytes(-out_size(out) % {sub.align}))")
+        elif isinstance(sub, Magic):
+            self.emit(ind, f"out.append({sub.value!r})")
         elif isinstance(sub, Optional):
             self.emit(ind, f"if {local} is None:")
             self.emit(ind + 1, "out.append(b'\\x00')")
@@ -565,6 +665,102 @@ def encode(value: Any, *, version: int = LATEST) -> bytes:
     return b"".join(out)
 '''
 
+# File formats: the version comes from the header, the input has a size limit.
+_FILE_FOOTER = '''
+
+_READERS = {readers}
+_WRITERS = {writers}
+MAGIC = {magic!r}
+HEADER_SIZE = {header_size}
+MAX_SIZE = {max_size}
+
+
+def decode(data: Buffer, *, max_size: int = MAX_SIZE{param_sig}) -> Any:
+    """Decode one ``{name}`` file; raise an ``InertError`` subclass on any fault.
+
+    ``max_size`` may lower the limit on the input's size, not raise it.
+    """
+    buf = as_buffer(data)
+    limit = min(max_size, MAX_SIZE)
+    if len(buf) > limit:
+        raise LimitError(FORMAT, 0, "", f"input of {{len(buf)}} bytes exceeds max_size({{limit}})")
+    version = read_file_header(FORMAT, buf, MAGIC, VERSIONS)
+    value, off = _READERS[version](buf, HEADER_SIZE, 0, {ctx})
+    if off != len(buf):
+        raise TrailingBytesError(FORMAT, off, "", f"{{len(buf) - off}} bytes after the end of the value")
+    return value
+
+
+def encode_parts(value: Any, *, version: int = LATEST) -> list[Any]:
+    """The encoding of one ``{name}`` file as a list of buffers (large payloads are not copied)."""
+    writer = _WRITERS.get(version)
+    if writer is None:
+        raise ValueError(f"{{FORMAT}}: version {{version}} is not one of {{VERSIONS}}")
+    out: list[Any] = [file_header(MAGIC, version)]
+    writer(value, out, 0)
+    return out
+
+
+def encode(value: Any, *, version: int = LATEST) -> bytes:
+    """Encode one ``{name}`` file; raise ``WriteTypeError``/``WriteValueError`` naming the field."""
+    return b"".join(encode_parts(value, version=version))
+'''
+
+# A part of a format, read and written on its own (e.g. one record fetched by its byte range).
+_PART_FOOTER = '''
+
+_{upper}_READERS = {readers}
+_{upper}_WRITERS = {writers}
+
+
+def decode_{part}(data: Buffer, *, version: int = LATEST{param_sig}) -> Any:
+    """Decode one ``{part}`` of ``{name}`` on its own; offsets count from the start of ``data``."""
+    buf = as_buffer(data)
+    reader = _{upper}_READERS.get(version)
+    if reader is None:
+        raise ValueError(f"{{FORMAT}}: version {{version}} is not one of {{VERSIONS}}")
+    value, off = reader(buf, 0, 0, {ctx})
+    if off != len(buf):
+        raise TrailingBytesError(FORMAT, off, "", f"{{len(buf) - off}} bytes after the end of the value")
+    return value
+
+
+def encode_{part}_parts(value: Any, *, version: int = LATEST) -> list[Any]:
+    """The encoding of one ``{part}`` as a list of buffers (large payloads are not copied)."""
+    writer = _{upper}_WRITERS.get(version)
+    if writer is None:
+        raise ValueError(f"{{FORMAT}}: version {{version}} is not one of {{VERSIONS}}")
+    out: list[Any] = []
+    writer(value, out, 0)
+    return out
+
+
+def encode_{part}(value: Any, *, version: int = LATEST) -> bytes:
+    """Encode one ``{part}`` of ``{name}`` on its own."""
+    return b"".join(encode_{part}_parts(value, version=version))
+'''
+
+_FILE_IMPORTS = '''
+import zlib
+
+from inert._codec_runtime import (
+    as_bytes,
+    check_zero,
+    crc_parts,
+    file_header,
+    out_size,
+    pack_value,
+    read_file_header,
+    unpack_value,
+)
+from inert._errors import ChecksumError, ForeignFormatError
+'''
+
+
+def _uses_file_elements(fmt: Format) -> bool:
+    """Whether the format needs the file-format run-time (magic, checksums, raw bytes, value documents)."""
+    return fmt.magic is not None or bool(fmt.parts)
+
 
 def generate(fmt: Format) -> str:
     """The source of ``inert.codecs.<format>``."""
@@ -573,6 +769,9 @@ def generate(fmt: Format) -> str:
         if not isinstance(con, (Record, Union)):
             raise TypeError(f"{fmt.name}: a version's top level must be a Record or a Union")
         mod.reader(con)
+    for versions in fmt.parts.values():
+        for con in versions.values():
+            mod.reader(con)
     mod.drain()
     parts = []
     names = "".join(f", {n!r}" for n in sorted(mod.enums))
@@ -610,7 +809,27 @@ def generate(fmt: Format) -> str:
     parts.append(
         _FOOTER.format(readers=readers, writers=writers, name=fmt.name, param_sig=param_sig, ctx=ctx)
     )
-    return "".join(parts).replace("\n\n\n\n", "\n\n\n")
+    footer = _FILE_FOOTER if fmt.magic is not None else _FOOTER
+    parts[-1] = footer.format(
+        readers=readers, writers=writers, name=fmt.name, param_sig=param_sig, ctx=ctx,
+        magic=fmt.magic, header_size=fmt.header_size, max_size=fmt.max_size or (1 << 63) - 1,
+    )
+    for part, versions in fmt.parts.items():
+        parts.append(
+            _PART_FOOTER.format(
+                part=part,
+                upper=part.upper(),
+                readers="{" + ", ".join(f"{v}: {mod.readers[id(c)]}" for v, c in sorted(versions.items())) + "}",
+                writers="{" + ", ".join(f"{v}: {mod.writers[id(c)]}" for v, c in sorted(versions.items())) + "}",
+                name=fmt.name,
+                param_sig=param_sig,
+                ctx=ctx,
+            )
+        )
+    text = "".join(parts)
+    if _uses_file_elements(fmt):
+        text = text.replace("\nfrom inert import _checks\n", _FILE_IMPORTS + "from inert import _checks\n", 1)
+    return text.replace("\n\n\n\n", "\n\n\n")
 
 
 def _package_init() -> str:

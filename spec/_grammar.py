@@ -23,18 +23,24 @@ from __future__ import annotations
 import enum
 import io
 import struct
+import zlib
 from collections.abc import Callable
 from typing import Any
 
 from construct import Construct, Container
 
+from inert._checks import describe_foreign
+from inert._codec_runtime import as_bytes, check_zero, pack_value, unpack_value
 from inert._errors import (
+    ChecksumError,
+    ForeignFormatError,
     InertError,
     InvalidValueError,
     LimitError,
     TrailingBytesError,
     TruncatedError,
     UnknownTagError,
+    VersionError,
     WriteTypeError,
     WriteValueError,
 )
@@ -42,6 +48,7 @@ from inert._errors import (
 __all__ = [
     "Scalar",
     "Int8ul",
+    "Int16ul",
     "Int32ul",
     "Int32sl",
     "Int64ul",
@@ -55,6 +62,11 @@ __all__ = [
     "Record",
     "Union",
     "Recursive",
+    "Magic",
+    "Bytes",
+    "Padding",
+    "Crc32",
+    "MsgPack",
     "Rule",
     "Validate",
     "Format",
@@ -125,6 +137,7 @@ class Scalar(Construct):  # type: ignore[misc]
 
 
 Int8ul = Scalar("Int8ul", "B")
+Int16ul = Scalar("Int16ul", "H")
 Int32ul = Scalar("Int32ul", "I")
 Int32sl = Scalar("Int32sl", "i")
 Int64ul = Scalar("Int64ul", "Q")
@@ -348,7 +361,12 @@ class Record(Construct):  # type: ignore[misc]
         start = stream.tell()
         for name, sub in self.fields:
             try:
-                fields[name] = sub._parse(stream, context, name)
+                if isinstance(sub, Crc32):
+                    fields[name] = _parse_crc(stream, start, _params(context).ctx)
+                elif isinstance(sub, Padding):
+                    sub._parse(stream, context, name)
+                else:
+                    fields[name] = sub._parse(stream, context, name)
             except InertError as exc:
                 raise exc.within(name) from None
         fault = _run_checks(self.checks, fields, _params(context).ctx)
@@ -356,7 +374,14 @@ class Record(Construct):  # type: ignore[misc]
             raise InvalidValueError(_FORMAT, start, fault[0], fault[1])
 
     def build_from(self, obj: dict[str, Any], stream: io.BytesIO, context: Any) -> None:
+        start = stream.tell()
         for name, sub in self.fields:
+            if isinstance(sub, Crc32):
+                Int32ul._build(zlib.crc32(stream.getbuffer()[start:]), stream, context, name)
+                continue
+            if isinstance(sub, Padding):
+                sub._build(None, stream, context, name)
+                continue
             if name not in obj:
                 raise WriteTypeError(_FORMAT, name, "missing")
             try:
@@ -377,6 +402,16 @@ class Record(Construct):  # type: ignore[misc]
             raise WriteTypeError(_FORMAT, "", f"expected dict ({self.typename}), got {type(obj).__name__}")
         self.build_from(obj, stream, context)
         return obj
+
+
+def _parse_crc(stream: io.BytesIO, start: int, ctx: dict[str, Any]) -> int:
+    offset = stream.tell()
+    stored = Int32ul._parse(stream, None, "")
+    if ctx.get("verify_checksums") is not False:
+        computed = zlib.crc32(stream.getbuffer()[start:offset])
+        if computed != stored:
+            raise ChecksumError(_FORMAT, offset, "", f"stored CRC-32 {stored:#010x}, bytes give {computed:#010x}")
+    return stored
 
 
 class Union(Construct):  # type: ignore[misc]
@@ -455,14 +490,137 @@ class Recursive(Construct):  # type: ignore[misc]
             params.depth -= 1
 
 
+class Magic(Construct):  # type: ignore[misc]
+    """Constant bytes that name a format.  Other bytes are a :class:`ForeignFormatError`
+    that says what the input looks like (a pickle, a ``torch.save`` zip, safetensors, ...)."""
+
+    def __init__(self, value: bytes) -> None:
+        super().__init__()
+        self.value = value
+        self.size = len(value)
+
+    def _parse(self, stream: io.BytesIO, context: Any, path: str) -> bytes:
+        offset = stream.tell()
+        head = stream.getbuffer()[offset : offset + 16].tobytes()
+        if head[: self.size] != self.value:
+            raise ForeignFormatError(_FORMAT, offset, "", f"expected {self.value!r}, found {describe_foreign(head)}")
+        stream.seek(offset + self.size)
+        return self.value
+
+    def _build(self, obj: Any, stream: io.BytesIO, context: Any, path: str) -> Any:
+        stream.write(self.value)
+        return self.value
+
+
+class Bytes(Construct):  # type: ignore[misc]
+    """A byte length (``prefix``), zero padding up to a multiple of ``align`` (counted from
+    the start of the buffer), then that many raw bytes, at most ``max_len``.
+
+    The generated reader returns a zero-copy ``memoryview`` of the input.
+    """
+
+    def __init__(self, prefix: Scalar, max_len: int, align: int = 1) -> None:
+        super().__init__()
+        self.prefix = prefix
+        self.max_len = max_len
+        self.align = align
+
+    def _parse(self, stream: io.BytesIO, context: Any, path: str) -> bytes:
+        offset = stream.tell()
+        length = self.prefix._parse(stream, context, path)
+        if length > self.max_len:
+            raise LimitError(_FORMAT, offset, "", f"length {length} exceeds max_len({self.max_len})")
+        Padding(self.align)._parse(stream, context, path)
+        if length > _remaining(stream):
+            raise TruncatedError(_FORMAT, stream.tell(), "", f"{length} bytes needed, {_remaining(stream)} present")
+        return _read(stream, length)
+
+    def _build(self, obj: Any, stream: io.BytesIO, context: Any, path: str) -> Any:
+        data = as_bytes(_FORMAT, "", obj, self.max_len)
+        self.prefix._build(len(data), stream, context, path)
+        Padding(self.align)._build(None, stream, context, path)
+        stream.write(data)
+        return obj
+
+
+class Padding(Construct):  # type: ignore[misc]
+    """Zero bytes up to the next multiple of ``align``, counted from the start of the buffer.
+
+    Every padding byte must be zero.  A :class:`Record` leaves padding out of its value.
+    """
+
+    def __init__(self, align: int) -> None:
+        super().__init__()
+        if align < 1 or align & (align - 1) or align > 4096:
+            raise ValueError("Padding: align must be a power of two up to 4096")
+        self.align = align
+
+    def _parse(self, stream: io.BytesIO, context: Any, path: str) -> None:
+        offset = stream.tell()
+        size = -offset % self.align
+        if size > _remaining(stream):
+            raise TruncatedError(_FORMAT, offset, "", f"{size} padding bytes needed, {_remaining(stream)} present")
+        check_zero(_FORMAT, stream.getbuffer(), offset, size, "")
+        stream.seek(offset + size)
+
+    def _build(self, obj: Any, stream: io.BytesIO, context: Any, path: str) -> Any:
+        stream.write(bytes(-stream.tell() % self.align))
+        return None
+
+
+class Crc32(Construct):  # type: ignore[misc]
+    """An ``Int32ul`` holding the CRC-32 (zlib's) of every byte of the enclosing :class:`Record`
+    before it.  Readers verify it unless told ``verify_checksums=False``; writers compute it
+    (a value given for it is ignored)."""
+
+    size = 4
+
+
+class MsgPack(Construct):  # type: ignore[misc]
+    """A byte length (``prefix``) then one MessagePack value document of Inert's value subset.
+
+    The subset: None, bool, int (-2**63 .. 2**64-1), float, str, bytes, list,
+    dict (keys of the subset that hash: str, int, tuple, ...), and the extension
+    codes 1 tuple, 2 complex, 3 bytearray, 4 set, 5 frozenset (see
+    :mod:`inert._codec_runtime`).  Any other extension code is an
+    :class:`UnknownTagError`; the document is at most ``max_len`` bytes and
+    ``max_depth`` containers deep (checked by Inert, well below msgpack's own 1024).
+    """
+
+    def __init__(self, prefix: Scalar, max_len: int, max_depth: int) -> None:
+        super().__init__()
+        self.prefix = prefix
+        self.max_len = max_len
+        self.max_depth = max_depth
+
+    def _parse(self, stream: io.BytesIO, context: Any, path: str) -> Any:
+        offset = stream.tell()
+        length = self.prefix._parse(stream, context, path)
+        if length > self.max_len:
+            raise LimitError(_FORMAT, offset, "", f"document length {length} exceeds max_len({self.max_len})")
+        start = stream.tell()
+        data = _read(stream, length)
+        return unpack_value(_FORMAT, data, start, "", self.max_depth)
+
+    def _build(self, obj: Any, stream: io.BytesIO, context: Any, path: str) -> Any:
+        data = pack_value(_FORMAT, "", obj, self.max_len, self.max_depth)
+        self.prefix._build(len(data), stream, context, path)
+        stream.write(data)
+        return obj
+
+
 def min_size(con: Any, _seen: frozenset[int] = frozenset()) -> int:
     """The fewest bytes any encoding of ``con`` takes (used to bound counts)."""
     if isinstance(con, (Scalar, Tag)):
         return int(con.size)
     if isinstance(con, Bool8):
         return 1
-    if isinstance(con, (Utf8, Array)):
+    if isinstance(con, (Utf8, Array, Bytes, MsgPack)):
         return int(con.prefix.size)
+    if isinstance(con, (Magic, Crc32)):
+        return int(con.size)
+    if isinstance(con, Padding):
+        return 0
     if isinstance(con, Optional):
         return 1
     if isinstance(con, Record):
@@ -481,6 +639,14 @@ class Format:
 
     ``params`` names what a reader may be told beyond the bytes (``chunk_size``);
     they reach :class:`Validate` rules as ``ctx``.
+
+    A file format has a ``magic``: its encoding starts with the file header,
+    the magic then the ``format_version`` as ``Int16ul``, and the reader picks
+    the version from it (an unknown one is a :class:`VersionError` naming the
+    known ones).  ``max_size`` bounds the whole input (a reader may lower it).
+    ``parts`` names declarations that are also read and written on their own
+    (``{"record": {1: ShardRecord}}`` gives ``decode_record``/``encode_record``),
+    e.g. a record that a reader fetches by its byte range.
     """
 
     def __init__(
@@ -489,11 +655,22 @@ class Format:
         versions: dict[int, Construct],
         doc: str,
         params: tuple[str, ...] = (),
+        magic: bytes | None = None,
+        max_size: int | None = None,
+        parts: dict[str, dict[int, Construct]] | None = None,
     ) -> None:
         self.name = name
         self.versions = versions
         self.doc = doc
         self.params = params
+        self.magic = magic
+        self.max_size = max_size
+        self.parts = parts or {}
+
+    @property
+    def header_size(self) -> int:
+        """Bytes of the file header (0 for formats without a magic)."""
+        return 0 if self.magic is None else len(self.magic) + 2
 
     @property
     def latest(self) -> int:
@@ -516,12 +693,47 @@ def _context(ctx: dict[str, Any]) -> Container:
     return context
 
 
-def interpret_decode(fmt: Format, data: bytes | bytearray | memoryview, version: int | None = None, **ctx: Any) -> Any:
-    """Decode ``data`` by interpreting the grammar (reference codec #1)."""
-    con = fmt.versions[fmt.latest if version is None else version]
-    stream = io.BytesIO(bytes(data))
+def _parse_header(fmt: Format, stream: io.BytesIO, context: Any) -> int:
+    assert fmt.magic is not None
     try:
-        value = con._parse(stream, _context(ctx), "")
+        Magic(fmt.magic)._parse(stream, context, "")
+    except InertError as exc:
+        raise exc.within("magic") from None
+    offset = stream.tell()
+    try:
+        version = Int16ul._parse(stream, context, "")
+    except InertError as exc:
+        raise exc.within("format_version") from None
+    if version not in fmt.versions:
+        known = ", ".join(str(v) for v in sorted(fmt.versions))
+        raise VersionError(_FORMAT, offset, "format_version", f"version {version} is not supported (this reader knows {known})")
+    return int(version)
+
+
+def _declaration(fmt: Format, version: int | None, part: str | None) -> Construct:
+    versions = fmt.versions if part is None else fmt.parts[part]
+    return versions[max(versions) if version is None else version]
+
+
+def interpret_decode(
+    fmt: Format, data: bytes | bytearray | memoryview, version: int | None = None, part: str | None = None, **ctx: Any
+) -> Any:
+    """Decode ``data`` by interpreting the grammar (reference codec #1).
+
+    A file format's version comes from its header; ``part`` decodes one of
+    the format's ``parts`` on its own.
+    """
+    stream = io.BytesIO(bytes(data))
+    context = _context(ctx)
+    try:
+        if part is None and fmt.max_size is not None:
+            limit = min(fmt.max_size, ctx.get("max_size") or fmt.max_size)
+            if len(data) > limit:
+                raise LimitError(_FORMAT, 0, "", f"input of {len(data)} bytes exceeds max_size({limit})")
+        if part is None and fmt.magic is not None:
+            version = _parse_header(fmt, stream, context)
+        con = _declaration(fmt, version, part)
+        value = con._parse(stream, context, "")
         if _remaining(stream):
             raise TrailingBytesError(_FORMAT, stream.tell(), "", f"{_remaining(stream)} bytes after the end of the value")
     except InertError as exc:
@@ -529,11 +741,14 @@ def interpret_decode(fmt: Format, data: bytes | bytearray | memoryview, version:
     return value
 
 
-def interpret_encode(fmt: Format, value: Any, version: int | None = None) -> bytes:
+def interpret_encode(fmt: Format, value: Any, version: int | None = None, part: str | None = None) -> bytes:
     """Encode ``value`` by interpreting the grammar (reference codec #1)."""
-    con = fmt.versions[fmt.latest if version is None else version]
+    con = _declaration(fmt, version, part)
     stream = io.BytesIO()
     try:
+        if part is None and fmt.magic is not None:
+            stream.write(fmt.magic)
+            Int16ul._build(fmt.latest if version is None else version, stream, None, "")
         con._build(value, stream, _context({}), "")
     except (WriteTypeError, WriteValueError) as exc:
         raise type(exc)(fmt.name, exc.field, exc.reason) from None

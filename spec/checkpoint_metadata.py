@@ -1,0 +1,118 @@
+"""Format ``checkpoint-metadata``: the ``.metadata`` file of a checkpoint (DCP's ``Metadata``).
+
+The file header (magic ``\\x89INRTMD\\n``, then ``format_version`` as
+``Int16ul``), then one document holding everything DCP's ``Metadata`` carries,
+then a CRC-32 of the document.  The whole file is at most 64 MiB (a reader
+may set a lower limit); value documents nest at most 64 levels.
+
+* ``dcp_version``: DCP's version string (``"1.0.0"``), absent before 2.9.
+* ``storage_meta``: checkpoint, save and load ids and module names.
+* ``planner_data``: the planner's value (a MessagePack document of Inert's
+  value subset; the default planner stores ``{fqn: (key, key, ...)}``).
+* ``files``: the data files, plain names inside the checkpoint directory
+  (no separators, no ``..``); entries refer to them by index.
+* ``tensors``: per tensor its fqn, ``TensorProperties`` (dtype, layout,
+  memory format, requires_grad, pin_memory), size, and its chunks as
+  columns: chunk offsets and sizes (``ndim`` values per chunk, flattened), and
+  per chunk the file index, byte offset and length of its shard record and
+  the record's CRC-32.  Columns keep 140,000 chunks to a few ``unpack_from``
+  calls.
+* ``values``: per non-tensor entry its fqn and the location and CRC-32 of
+  its record.
+
+Every chunk must lie inside its tensor; fqns are unique.  Whether records lie
+inside their files and overlap is checked by the storage reader, which knows
+the file sizes.
+"""
+
+import enum
+
+from inert._checks import check_metadata, check_tensor_entry
+
+from ._grammar import Array, Bool8, Crc32, Format, Int8ul, Int32ul, Int64ul, MsgPack, Optional, Record, Tag, Utf8, Validate
+from .checkpoint_shard import DType
+
+MAGIC = b"\x89INRTMD\n"
+MAX_SIZE = 64 << 20
+MAX_DEPTH = 64
+MAX_NDIM = 64
+MAX_FQN_LEN = 1 << 16
+MAX_ENTRIES = 1 << 22
+MAX_CHUNK_VALUES = 1 << 26
+MAX_FILES = 1 << 20
+
+
+class Layout(enum.IntEnum):
+    STRIDED = 0
+    SPARSE_COO = 1
+    SPARSE_CSR = 2
+    SPARSE_CSC = 3
+    SPARSE_BSR = 4
+    SPARSE_BSC = 5
+    JAGGED = 6
+
+
+class MemoryFormat(enum.IntEnum):
+    CONTIGUOUS = 0
+    CHANNELS_LAST = 1
+    CHANNELS_LAST_3D = 2
+    PRESERVE = 3
+
+
+Text = Utf8(Int32ul, MAX_FQN_LEN)
+
+StorageMeta = Record(
+    "StorageMeta",
+    "checkpoint_id" / Optional(Text),
+    "save_id" / Optional(Text),
+    "load_id" / Optional(Text),
+    "modules" / Array(Int32ul, Text, MAX_ENTRIES),
+)
+
+TensorEntry = Record(
+    "TensorEntry",
+    "fqn" / Text,
+    "dtype" / Tag(DType),
+    "layout" / Tag(Layout),
+    "memory_format" / Tag(MemoryFormat),
+    "requires_grad" / Bool8(),
+    "pin_memory" / Bool8(),
+    "size" / Array(Int8ul, Int64ul, MAX_NDIM),
+    "chunk_offsets" / Array(Int32ul, Int64ul, MAX_CHUNK_VALUES),
+    "chunk_sizes" / Array(Int32ul, Int64ul, MAX_CHUNK_VALUES),
+    "chunk_files" / Array(Int32ul, Int32ul, MAX_CHUNK_VALUES),
+    "chunk_byte_offsets" / Array(Int32ul, Int64ul, MAX_CHUNK_VALUES),
+    "chunk_byte_lengths" / Array(Int32ul, Int64ul, MAX_CHUNK_VALUES),
+    "chunk_crcs" / Array(Int32ul, Int32ul, MAX_CHUNK_VALUES),
+    Validate(check_tensor_entry),
+)
+
+ValueEntry = Record(
+    "ValueEntry",
+    "fqn" / Text,
+    "file" / Int32ul,
+    "byte_offset" / Int64ul,
+    "byte_length" / Int64ul,
+    "crc" / Int32ul,
+)
+
+MetadataV1 = Record(
+    "CheckpointMetadata",
+    "dcp_version" / Optional(Utf8(Int32ul, 64)),
+    "storage_meta" / Optional(StorageMeta),
+    "planner_data" / MsgPack(Int32ul, MAX_SIZE, MAX_DEPTH),
+    "files" / Array(Int32ul, Utf8(Int32ul, 255), MAX_FILES),
+    "tensors" / Array(Int32ul, TensorEntry, MAX_ENTRIES),
+    "values" / Array(Int32ul, ValueEntry, MAX_ENTRIES),
+    "crc32" / Crc32(),
+    Validate(check_metadata),
+)
+
+FORMAT = Format(
+    name="checkpoint-metadata",
+    versions={1: MetadataV1},
+    doc=__doc__ or "",
+    params=("verify_checksums",),
+    magic=MAGIC,
+    max_size=MAX_SIZE,
+)
