@@ -347,6 +347,8 @@ def shm_message() -> Corpus:
     for name, data in BAD_UTF8.items():
         msg = _completed_head() + b"\x00\x02" + text(data) + b"\x00"
         c.reject(f"BadUtf8{name}", f"an exception message that is not UTF-8: {data.hex()}", msg, "invalid-value")
+    stop = _completed_head() + b"\x00\x01" + text(b"\xc0\xaf") + b"\x00"
+    c.reject("BadUtf8StopIteration", "a StopIteration message that is not UTF-8 (an overlong slash)", stop, "invalid-value")
     bad_tb = _completed_head() + b"\x00\x00\x01" + text(b"\xed\xa0\x80")
     c.reject("BadUtf8Traceback", "a traceback that is not UTF-8 (a surrogate)", bad_tb, "invalid-value")
     longest = "a" * MAX_TEXT_LEN
@@ -366,6 +368,8 @@ def shm_message() -> Corpus:
     c.reject(
         "TracebackOverLimit", f"a traceback of {MAX_TEXT_LEN + 1} bytes", _completed_head() + b"\x00\x00\x01" + over, "limit"
     )
+    stop_over = _completed_head() + b"\x00\x01" + over + b"\x00"
+    c.reject("StopIterationOverLimit", f"a StopIteration message of {MAX_TEXT_LEN + 1} bytes", stop_over, "limit")
     c.reject(
         "TextLengthOverLimitAlone",
         "a message length over the limit with no bytes after it: the limit is checked before the bytes",
@@ -393,7 +397,11 @@ def shm_message() -> Corpus:
 
     c.truncations("ScheduledRange", "a scheduled sample-range task", rep_range)
     c.truncations("ScheduledBatch", "a scheduled batch task with a BatchInfo", rep_batch)
+    c.truncations("ScheduledBatchInt", "a scheduled batch task with an int argument", scheduled(task_batch(args_int(-2))))
     c.truncations("Completed", "a result with meta, an exception and a traceback", rep_completed)
+    c.truncations(
+        "CompletedStopIteration", "a result that ends the epoch with a message", completed(exc=exception("STOP_ITERATION", "end"))
+    )
     return c
 
 
@@ -625,6 +633,7 @@ def shm_samples_meta() -> Corpus:
         "ListItemsOverLimit", f"a list of {MAX_SAMPLES + 1} items declared", u64(1) + b"\x02" + u64(MAX_SAMPLES + 1), "limit"
     )
     c.reject("ItemsBeyondInput", "a tuple of 1000 items declared, none present", u64(1) + b"\x01" + u64(1000), "truncated")
+    c.reject("ListItemsBeyondInput", "a list of 1000 items declared, none present", u64(1) + b"\x02" + u64(1000), "truncated")
     bad_first = u64(3) + b"\x07" + bytes(10)
     c.either(
         "CountBeyondInputBadFirst",

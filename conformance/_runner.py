@@ -25,7 +25,7 @@ from inert._errors import HarnessError
 
 from ._corpus import CORPUS_DIR, Outcome, Vector, load_corpus
 from ._protocol import Request, Response
-from ._testee import BUILTIN_TESTEES, Testee, TesteeFault, testee_command
+from ._testee import BUILTIN_TESTEES, Testee, TesteeFault, resolve_testee
 
 __all__ = ["Case", "Result", "Report", "add_arguments", "cases", "read_failure_list", "run", "run_command", "main"]
 
@@ -185,7 +185,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_command(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     """``inert conformance run``: print the report; 0 when every test passed, 1 otherwise."""
     failures = read_failure_list(args.failure_list) if args.failure_list else set()
-    report = run(testee_command(args.testee), args.formats, failures, args.corpus, args.timeout)
+    report = run(resolve_testee(args.testee), args.formats, failures, args.corpus, args.timeout)
     print(f"testee: {args.testee}", file=out)
     report.write(out)
     out.flush()

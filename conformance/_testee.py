@@ -20,7 +20,7 @@ from inert._errors import HarnessError
 
 from ._protocol import Request, Response, read_response, write_request
 
-__all__ = ["BUILTIN_TESTEES", "Testee", "TesteeFault", "testee_command"]
+__all__ = ["BUILTIN_TESTEES", "Testee", "TesteeFault", "resolve_testee"]
 
 #: Testees shipped with Inert, by the short name ``--testee`` accepts.
 BUILTIN_TESTEES = {
@@ -29,7 +29,7 @@ BUILTIN_TESTEES = {
 }
 
 
-def testee_command(spec: str) -> list[str]:
+def resolve_testee(spec: str) -> list[str]:
     """The argv of a testee: a built-in name, or a command split as a POSIX shell splits words."""
     if spec in BUILTIN_TESTEES:
         return [sys.executable, "-m", BUILTIN_TESTEES[spec]]
