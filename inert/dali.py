@@ -76,6 +76,13 @@ _dali = SimpleNamespace()
 # (owner, attribute name, DALI's original) for every patched attribute.
 _originals: list[tuple[Any, str, Any]] = []
 _dtypes: dict[str, np.dtype[Any]] = {}
+# Samples meta decoded lately, by (bytes, chunk size); see ``_decode_samples_meta``.
+_layouts: dict[tuple[bytes, int], list[dict[str, Any]]] = {}
+# Samples meta encoded lately, by batch layout; see ``_encode_layout``.
+_encodings: dict[tuple[Any, ...], tuple[bytes, list[int], int]] = {}
+_LAYOUT_SLOTS = 8
+_LAYOUT_MAX_BYTES = 1 << 16
+_LAYOUT_MAX_ARRAYS = 1 << 12
 
 
 class _RefusedVersion(RuntimeError):
@@ -395,25 +402,61 @@ def _align_up(x: int, alignment: int) -> int:
     return -(-x // alignment) * alignment
 
 
-def _describe(sample: Any, placed: list[tuple[int, np.ndarray]], end: int) -> tuple[dict[str, Any], int]:
-    """The shm-samples-meta value of one sample laid out from ``end``, and the new end.
+def _layout(sample: Any, arrays: list[np.ndarray]) -> tuple[Any, ...]:
+    """The hashable layout of one sample; its arrays, converted as DALI converts them, go to ``arrays``.
 
-    Arrays are converted as DALI converts them and appended to ``placed`` with
-    their offset, 128-byte aligned like DALI's own layout.
+    An array is ``(ARRAY, dtype string, shape)``, a tuple or list
+    ``(TUPLE or LIST, (item layouts...))``.
     """
-    if isinstance(sample, (tuple, list)):
-        items = []
-        for part in sample:
-            item, end = _describe(part, placed, end)
-            items.append(item)
-        return {"kind": _SampleKind.TUPLE if isinstance(sample, tuple) else _SampleKind.LIST, "items": items}, end
-    sb = _dali.shared_batch
-    array = sb._sample_to_numpy(sample, sb._sample_error_msg)
-    offset = _align_up(end, _SAMPLE_ALIGNMENT)
-    placed.append((offset, array))
-    nbytes = array.nbytes
-    value = {"kind": _SampleKind.ARRAY, "offset": offset, "nbytes": nbytes, "dtype": array.dtype.str, "shape": array.shape}
-    return value, offset + nbytes
+    if sample.__class__ is np.ndarray:
+        array = sample
+    elif isinstance(sample, (tuple, list)):
+        kind = _SampleKind.TUPLE if isinstance(sample, tuple) else _SampleKind.LIST
+        return (kind, tuple([_layout(part, arrays) for part in sample]))
+    else:
+        sb = _dali.shared_batch
+        array = sb._sample_to_numpy(sample, sb._sample_error_msg)
+    arrays.append(array)
+    return (_SampleKind.ARRAY, array.dtype.str, array.shape)
+
+
+def _meta_value(
+    layout: tuple[Any, ...], arrays: Iterator[np.ndarray], offsets: list[int], end: int
+) -> tuple[dict[str, Any], int]:
+    """The shm-samples-meta value of one sample laid out from ``end`` (128-byte aligned, as DALI does)."""
+    kind = layout[0]
+    if kind == _SampleKind.ARRAY:
+        offset = _align_up(end, _SAMPLE_ALIGNMENT)
+        offsets.append(offset)
+        nbytes = next(arrays).nbytes
+        return {"kind": kind, "offset": offset, "nbytes": nbytes, "dtype": layout[1], "shape": layout[2]}, offset + nbytes
+    items = []
+    for child in layout[1]:
+        item, end = _meta_value(child, arrays, offsets, end)
+        items.append(item)
+    return {"kind": kind, "items": items}, end
+
+
+def _encode_layout(layout: tuple[Any, ...], arrays: list[np.ndarray]) -> tuple[bytes, list[int], int]:
+    """The encoded samples meta of a batch, each array's offset, and the end of the data.
+
+    Cached by layout: a batch shaped like a recent one reuses its encoding.
+    """
+    encoded = _encodings.get(layout)
+    if encoded is None:
+        offsets: list[int] = []
+        samples = []
+        end = 0
+        remaining = iter(arrays)
+        for sample in layout:
+            value, end = _meta_value(sample, remaining, offsets, end)
+            samples.append(value)
+        encoded = (shm_samples_meta.encode({"samples": samples}), offsets, end)
+        if len(arrays) <= _LAYOUT_MAX_ARRAYS:
+            if len(_encodings) >= _LAYOUT_SLOTS:
+                _encodings.clear()
+            _encodings[layout] = encoded
+    return encoded
 
 
 def _write_batch(self: Any, batch: Any) -> None:
@@ -423,21 +466,21 @@ def _write_batch(self: Any, batch: Any) -> None:
     """
     if not batch:
         return
-    placed: list[tuple[int, np.ndarray]] = []
-    samples = []
-    end = 0
-    for sample in batch:
-        value, end = _describe(sample, placed, end)
-        samples.append(value)
-    meta = shm_samples_meta.encode({"samples": samples})
+    arrays: list[np.ndarray] = []
+    layout = tuple([_layout(sample, arrays) for sample in batch])
+    meta, offsets, end = _encode_layout(layout, arrays)
     self.meta_data_size = len(meta)
     self.data_size = _align_up(end, _SAMPLE_ALIGNMENT)
     self.total_size = _align_up(self.data_size + self.meta_data_size, _SAMPLE_ALIGNMENT)
     if self.shm_chunk.capacity < self.total_size:
         _dali.shared_batch.resize_shm_chunk(self.shm_chunk, self.total_size + self.min_trailing_offset)
     view = self.shm_chunk.buf
-    for offset, array in placed:
-        np.ndarray(array.shape, array.dtype, buffer=view[offset : offset + array.nbytes])[...] = array
+    for offset, array in zip(offsets, arrays, strict=True):
+        nbytes = array.nbytes
+        if nbytes and array.flags.c_contiguous:
+            view[offset : offset + nbytes] = array.data.cast("B")
+        else:
+            np.ndarray(array.shape, array.dtype, buffer=view[offset : offset + nbytes])[...] = array
     view[self.data_size : self.data_size + self.meta_data_size] = meta
 
 
@@ -490,8 +533,27 @@ def _deserialize_batch(buffer: Any, batch_meta: Any) -> list[Any]:
             shm_message.FORMAT, _AT_META, "meta.size", f"bytes {start}..{start + size} lie beyond the {capacity}-byte chunk"
         )
     view = buffer.buf
-    value = shm_samples_meta.decode(bytes(view[start : start + size]), chunk_size=capacity)
-    return [_build(view, sample) for sample in value["samples"]]
+    samples = _decode_samples_meta(bytes(view[start : start + size]), capacity)
+    return [_build(view, sample) for sample in samples]
+
+
+def _decode_samples_meta(data: bytes, chunk_size: int) -> list[dict[str, Any]]:
+    """The decoded samples meta, from a small cache of the latest layouts.
+
+    Pipelines with fixed shapes send the same metadata bytes batch after batch;
+    decoding is a pure function of the bytes and the chunk size, so identical
+    input reuses the value decoded before (which nothing mutates).  Only
+    successful decodes of small inputs are kept: the cache is bounded.
+    """
+    key = (data, chunk_size)
+    samples = _layouts.get(key)
+    if samples is None:
+        samples = shm_samples_meta.decode(data, chunk_size=chunk_size)["samples"]
+        if len(data) <= _LAYOUT_MAX_BYTES:
+            if len(_layouts) >= _LAYOUT_SLOTS:
+                _layouts.clear()
+            _layouts[key] = samples
+    return samples
 
 
 # --- the parent's receive loop ------------------------------------------------------------------------

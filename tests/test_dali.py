@@ -224,6 +224,13 @@ def _chunk(capacity: int = 1 << 16) -> Any:
     return shared_batch.BufShmChunk.allocate(0, capacity)
 
 
+def _same(got: Any, want: Any) -> bool:
+    """Same nesting (tuple vs list), dtypes, shapes and values."""
+    if isinstance(want, (tuple, list)):
+        return type(got) is type(want) and len(got) == len(want) and all(map(_same, got, want))
+    return bool(got.dtype == want.dtype and got.shape == want.shape and np.array_equal(got, want))
+
+
 def test_deep_nesting_round_trips_and_too_deep_is_refused() -> None:
     deep: Any = np.arange(3, dtype=np.int8)
     for level in range(20):
@@ -233,12 +240,26 @@ def test_deep_nesting_round_trips_and_too_deep_is_refused() -> None:
         chunk = _chunk()
         writer = shared_batch.SharedBatchWriter(chunk, batch)
         got = shared_batch.deserialize_batch(chunk, shared_batch.SharedBatchMeta.from_writer(writer))
-        assert repr(got) == repr(batch)
+        assert _same(got, batch)
         too_deep: Any = np.zeros(1)
         for _ in range(70):
             too_deep = [too_deep]
         with pytest.raises(WriteValueError, match="max_depth"):
             shared_batch.SharedBatchWriter(_chunk(), [too_deep])
+
+
+def test_batches_shaped_alike_reuse_the_layout_and_carry_their_own_data() -> None:
+    rng = np.random.default_rng(0)
+    batches = [
+        [rng.random((2, 3)).astype(np.float32), (np.arange(5, dtype=">i4"), np.asfortranarray(rng.random((3, 2))))]
+        for _ in range(3)
+    ] + [[np.ones((4,), np.complex64)], [np.ones((2, 3), np.float32)]]
+    with inert.dali.enabled():
+        for batch in batches:
+            chunk = _chunk()
+            writer = shared_batch.SharedBatchWriter(chunk, batch)
+            got = shared_batch.deserialize_batch(chunk, shared_batch.SharedBatchMeta.from_writer(writer))
+            assert _same(got, batch)
 
 
 def test_messages_map_both_ways() -> None:

@@ -1,0 +1,104 @@
+"""Throughput of DALI's parallel external source with inert.dali against DALI's own pickle path.
+
+Runs alternate (adapter, pickle, adapter, ...) in one process, each with a
+fresh pipeline and worker pool, and prints the median samples per second of
+each path and their ratio (adapter / pickle; 1.0 means equal speed).
+
+    python benchmarks/bench_dali.py                  # defaults: small samples, where messages weigh most
+    python benchmarks/bench_dali.py --shape 3,224,224 --dtype uint8 --batch-size 32
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from typing import Any
+
+import numpy as np
+from nvidia.dali import Pipeline, fn
+
+import inert.dali
+
+
+class Source:
+    """A sample-mode callback returning one preallocated array: the work is the transport."""
+
+    def __init__(self, shape: tuple[int, ...], dtype: str, outputs: int) -> None:
+        self.arrays = tuple(np.ones(shape, dtype) for _ in range(outputs))
+
+    def __call__(self, info: Any) -> Any:
+        return self.arrays if len(self.arrays) > 1 else self.arrays[0]
+
+
+def throughput(args: argparse.Namespace, adapter: bool) -> float:
+    """Samples per second of one fresh pipeline, with or without the adapter."""
+    if adapter:
+        inert.dali.enable()
+    else:
+        inert.dali.disable()
+    pipe = Pipeline(
+        batch_size=args.batch_size,
+        num_threads=1,
+        device_id=None,
+        py_num_workers=args.workers,
+        py_start_method="fork",
+        prefetch_queue_depth=2,
+    )
+    source = Source(args.shape, args.dtype, args.outputs)
+    with pipe:
+        outs = fn.external_source(source=source, parallel=True, batch=False, num_outputs=args.outputs)
+        pipe.set_outputs(*(outs if isinstance(outs, (list, tuple)) else [outs]))
+    try:
+        pipe.build()
+        for _ in range(args.warmup):
+            pipe.run()
+        start = time.perf_counter()
+        for _ in range(args.iterations):
+            pipe.run()
+        elapsed = time.perf_counter() - start
+    finally:
+        pool = getattr(pipe, "_py_pool", None)
+        if pool is not None:
+            pool.close()
+        pipe._shutdown()
+    return args.iterations * args.batch_size / elapsed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--shape", type=lambda s: tuple(int(d) for d in s.split(",")), default=(16,))
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--outputs", type=int, default=1, help="arrays per sample (a tuple when more than 1)")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--iterations", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=7, help="runs of each path, alternating")
+    args = parser.parse_args(argv)
+
+    runs: dict[bool, list[float]] = {True: [], False: []}
+    for repeat in range(args.repeats):
+        # Alternate which path goes first so drift (thermal, page cache) hits both alike.
+        order = (True, False) if repeat % 2 == 0 else (False, True)
+        for adapter in order:
+            runs[adapter].append(throughput(args, adapter))
+    inert.dali.disable()
+
+    shape = "x".join(map(str, args.shape))
+    print(
+        f"DALI parallel external source, sample mode, batch {args.batch_size}, {args.outputs} x {shape} {args.dtype}, "
+        f"{args.workers} workers (fork), {args.iterations} iterations x {args.repeats} runs each"
+    )
+    for adapter, label in ((True, "inert.dali"), (False, "DALI pickle")):
+        values = runs[adapter]
+        print(f"  {label:12s} median {statistics.median(values):12,.0f} samples/s   runs: "
+              + ", ".join(f"{v:,.0f}" for v in values))
+    ratio = statistics.median(runs[True]) / statistics.median(runs[False])
+    print(f"  ratio (inert.dali / DALI pickle): {ratio:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
