@@ -1,0 +1,68 @@
+"""``inert decode`` on every conformance vector: the expected JSON, or exactly one error line, never a traceback."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from inert.conformance._corpus import CORPUS_DIR, Outcome, Vector, load_corpus
+from inert.conformance._runner import read_failure_list
+
+from inert._cli import main
+
+VECTORS = load_corpus()
+# The CLI is the generated codecs: their known failures are known here too, and must keep failing.
+KNOWN = read_failure_list(CORPUS_DIR.parent / "failure_lists" / "inert_generated.txt")
+
+
+def _argv(vector: Vector, path: Path) -> list[str]:
+    argv = ["decode", "--format", vector.format, "--version", str(vector.version), str(path)]
+    if "chunk_size" in vector.params:
+        argv += ["--chunk-size", str(vector.params["chunk_size"])]
+    return argv
+
+
+def _matches(vector: Vector, outcome: Outcome, code: int, out: str, err: str) -> bool:
+    if outcome.result == "accept":
+        return (code, out, err) == (0, outcome.text + "\n", "")
+    lines = err.splitlines()
+    if code != 1 or out or len(lines) != 1 or not err.endswith("\n"):
+        return False
+    match = re.fullmatch(rf"inert: {re.escape(vector.format)}: offset (\d+): ([^ ]+): (.+)", lines[0])
+    return match is not None and int(match.group(1)) <= len(vector.data)
+
+
+@pytest.mark.parametrize(
+    "vector",
+    [pytest.param(v, marks=[pytest.mark.xfail(strict=True)] if v.test_name in KNOWN else []) for v in VECTORS],
+    ids=[v.test_name for v in VECTORS],
+)
+def test_decode_cli_meets_the_vector(vector: Vector, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "input.bin"
+    path.write_bytes(vector.data)
+    code = main(_argv(vector, path))
+    out, err = capsys.readouterr()
+    expected = " or ".join(o.describe() for o in vector.outcomes)
+    assert any(_matches(vector, o, code, out, err) for o in vector.outcomes), (
+        f"expected {expected}; exit {code}, {out[:300]!r} {err!r}"
+    )
+
+
+def _one_of_each(fmt: str) -> list[Vector]:
+    mine = [v for v in VECTORS if v.format == fmt and len(v.outcomes) == 1]
+    return [next(v for v in mine if v.outcomes[0].result == result) for result in ("accept", "reject")]
+
+
+@pytest.mark.parametrize(
+    "vector", [v for fmt in sorted({v.format for v in VECTORS}) for v in _one_of_each(fmt)], ids=lambda v: v.test_name
+)
+def test_decode_cli_as_a_process(vector: Vector, tmp_path: Path) -> None:
+    """The same through a real ``inert`` process: exit status and the single stderr line."""
+    path = tmp_path / "input.bin"
+    path.write_bytes(vector.data)
+    proc = subprocess.run([sys.executable, "-m", "inert", *_argv(vector, path)], capture_output=True, text=True, timeout=60)
+    (outcome,) = vector.outcomes
+    assert _matches(vector, outcome, proc.returncode, proc.stdout, proc.stderr), (proc.returncode, proc.stdout[:300], proc.stderr)
