@@ -4,7 +4,7 @@
 Each module exposes ``decode(data) -> value`` and ``encode(value) -> bytes`` and needs only the
 standard library (and msgpack for the formats that carry value documents)."""
 
-__all__ = ['checkpoint_metadata', 'checkpoint_shard', 'shm_message', 'shm_samples_meta', 'shm_descriptor']
+__all__ = ['checkpoint_metadata', 'checkpoint_shard', 'dump_manifest', 'dump_shard', 'shm_message', 'shm_samples_meta', 'shm_descriptor']
 
 #: Format name -> module name, for the formats this package holds.
-MODULES = {'checkpoint-metadata': 'checkpoint_metadata', 'checkpoint-shard': 'checkpoint_shard', 'shm-message': 'shm_message', 'shm-samples-meta': 'shm_samples_meta', 'shm-descriptor': 'shm_descriptor'}
+MODULES = {'checkpoint-metadata': 'checkpoint_metadata', 'checkpoint-shard': 'checkpoint_shard', 'dump-manifest': 'dump_manifest', 'dump-shard': 'dump_shard', 'shm-message': 'shm_message', 'shm-samples-meta': 'shm_samples_meta', 'shm-descriptor': 'shm_descriptor'}

@@ -12,13 +12,13 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised by the missing-extra test
     raise ImportError("inert.spec needs Construct: pip install 'inert[spec]'") from exc
 
-from . import checkpoint_metadata, checkpoint_shard, shm_descriptor, shm_message, shm_samples_meta
+from . import checkpoint_metadata, checkpoint_shard, dump_manifest, dump_shard, shm_descriptor, shm_message, shm_samples_meta
 from ._grammar import Format
 
 #: Every format, by name, in the order the documentation lists them.
 FORMATS: dict[str, Format] = {
     module.FORMAT.name: module.FORMAT
-    for module in (checkpoint_metadata, checkpoint_shard, shm_message, shm_samples_meta, shm_descriptor)
+    for module in (checkpoint_metadata, checkpoint_shard, dump_manifest, dump_shard, shm_message, shm_samples_meta, shm_descriptor)
 }
 
 __all__ = ["FORMATS", "Format"]
