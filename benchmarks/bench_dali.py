@@ -5,6 +5,7 @@ fresh pipeline and worker pool, and prints the median samples per second of
 each path and their ratio (adapter / pickle; 1.0 means equal speed).
 
     python benchmarks/bench_dali.py                  # defaults: small samples, where messages weigh most
+    python benchmarks/bench_dali.py --vary-shapes    # no two batches alike: every meta encoded and decoded
     python benchmarks/bench_dali.py --shape 3,224,224 --dtype uint8 --batch-size 32
 """
 
@@ -23,13 +24,22 @@ import inert.dali
 
 
 class Source:
-    """A sample-mode callback returning one preallocated array: the work is the transport."""
+    """A sample-mode callback returning preallocated arrays: the work is the transport.
 
-    def __init__(self, shape: tuple[int, ...], dtype: str, outputs: int) -> None:
-        self.arrays = tuple(np.ones(shape, dtype) for _ in range(outputs))
+    With ``vary`` the first dimension is drawn at random per sample, so no two
+    batches share a layout and every samples meta is encoded and decoded afresh.
+    """
+
+    def __init__(self, shape: tuple[int, ...], dtype: str, outputs: int, vary: bool) -> None:
+        first = range(max(1, shape[0] // 2), shape[0] * 3 // 2 + 1) if vary and shape else range(1)
+        self.choices = [
+            tuple(np.ones(((n,) + shape[1:]) if vary and shape else shape, dtype) for _ in range(outputs)) for n in first
+        ]
+        self.rng = np.random.default_rng()
 
     def __call__(self, info: Any) -> Any:
-        return self.arrays if len(self.arrays) > 1 else self.arrays[0]
+        arrays = self.choices[int(self.rng.integers(len(self.choices)))] if len(self.choices) > 1 else self.choices[0]
+        return arrays if len(arrays) > 1 else arrays[0]
 
 
 def throughput(args: argparse.Namespace, adapter: bool) -> float:
@@ -46,7 +56,7 @@ def throughput(args: argparse.Namespace, adapter: bool) -> float:
         py_start_method="fork",
         prefetch_queue_depth=2,
     )
-    source = Source(args.shape, args.dtype, args.outputs)
+    source = Source(args.shape, args.dtype, args.outputs, args.vary_shapes)
     with pipe:
         outs = fn.external_source(source=source, parallel=True, batch=False, num_outputs=args.outputs)
         pipe.set_outputs(*(outs if isinstance(outs, (list, tuple)) else [outs]))
@@ -72,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shape", type=lambda s: tuple(int(d) for d in s.split(",")), default=(16,))
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--outputs", type=int, default=1, help="arrays per sample (a tuple when more than 1)")
+    parser.add_argument("--vary-shapes", action="store_true", help="a random first dimension per sample")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--iterations", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
@@ -88,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
 
     shape = "x".join(map(str, args.shape))
     print(
-        f"DALI parallel external source, sample mode, batch {args.batch_size}, {args.outputs} x {shape} {args.dtype}, "
+        f"DALI parallel external source, sample mode, batch {args.batch_size}, {args.outputs} x {shape} {args.dtype}"
+        f"{' (first dimension varied)' if args.vary_shapes else ''}, "
         f"{args.workers} workers (fork), {args.iterations} iterations x {args.repeats} runs each"
     )
     for adapter, label in ((True, "inert.dali"), (False, "DALI pickle")):

@@ -29,9 +29,11 @@ only when :func:`enable` is called.
 
 from __future__ import annotations
 
+import os
 import struct
 import threading
 import traceback
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import SimpleNamespace
@@ -204,6 +206,7 @@ def _patches(dali: SimpleNamespace) -> list[tuple[Any, str, Any]]:
         (sb.SharedBatchWriter, "_write_batch", _write_batch),
         (wk.SharedBatchDispatcher, "_serialize_done_task", _serialize_done_task),
         (pl.WorkerPool, "_receive_chunk", _receive_chunk),
+        (pl.ShmChunkManager, "close_handles", _close_handles),
         (pl, "worker", _worker_entry),
     ]
 
@@ -559,14 +562,36 @@ def _decode_samples_meta(data: bytes, chunk_size: int) -> list[dict[str, Any]]:
 # --- the parent's receive loop ------------------------------------------------------------------------
 
 
+def _close_handles(self: Any) -> None:
+    """``ShmChunkManager.close_handles``, keeping a duplicate of each chunk's handle in the parent.
+
+    The duplicate tells the parent the chunk's real size, so a capacity a
+    worker declares beyond it is refused instead of mapped (touching a mapping
+    past the end of its file kills the process with SIGBUS).
+    """
+    for chunk in self.get_chunks():
+        fd = os.dup(chunk.handle)
+        chunk._inert_size_fd = fd
+        weakref.finalize(chunk, os.close, fd)
+    _original(_dali.worker_modules.pool.ShmChunkManager, "close_handles")(self)
+
+
 def _check_capacity(desc: Any, shm_chunk: Any) -> None:
-    """A chunk only grows, in DALI's 4096-byte steps: a smaller or unaligned
-    capacity is not one a worker could have produced."""
+    """The capacity a worker declares is one it could have produced, and the chunk's file has it.
+
+    A chunk only grows, in DALI's 4096-byte steps.
+    """
     capacity = desc.shm_capacity
     if capacity < shm_chunk.capacity or capacity % _BUFFER_ALIGNMENT:
         raise InvalidValueError(
             shm_descriptor.FORMAT, 8, "shm_capacity", f"{capacity} declared for a chunk of {shm_chunk.capacity} bytes"
         )
+    fd = getattr(shm_chunk, "_inert_size_fd", None)
+    if fd is not None and capacity > shm_chunk.capacity:
+        size = os.fstat(fd).st_size
+        if capacity > size:
+            reason = f"{capacity} declared, the chunk holds {size} bytes"
+            raise InvalidValueError(shm_descriptor.FORMAT, 8, "shm_capacity", reason)
 
 
 def _check_belongs(pool: Any, context: Any, completed: Any, desc: Any) -> None:

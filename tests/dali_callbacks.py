@@ -70,7 +70,8 @@ class Hostile:
     ``mode`` picks the corruption: ``pickle`` replaces every result message by
     a pickle that would create ``marker`` (a file) if unpickled; ``garbage``
     replaces it by random bytes; ``meta-outside`` declares a sample beyond the
-    chunk; ``descriptor`` names a chunk the pool does not have.
+    chunk; ``descriptor`` names a chunk the pool does not have; ``capacity``
+    declares a chunk larger than its file.
     """
 
     def __init__(self, mode: str, marker: str = "") -> None:
@@ -112,6 +113,9 @@ def _corrupt_once(mode: str, marker: str) -> None:
         else:
             if mode == "descriptor":
                 desc.shm_chunk_id = 10_000
+            elif mode == "capacity":  # mapping this much and reading its end would be SIGBUS
+                desc.shm_capacity += 1 << 30
+                desc.offset = desc.shm_capacity - 4096
             return desc
         shm_chunk.buf[offset : offset + len(data)] = data
         desc.num_bytes = len(data)

@@ -175,6 +175,7 @@ def test_array_the_format_cannot_carry_is_a_clear_error(adapter: None) -> None:
         ("garbage", InertError, "shm-message"),
         ("meta-outside", InvalidValueError, "shm-samples-meta: offset 9: samples[0].nbytes: bytes 1099511627776.."),
         ("descriptor", InvalidValueError, "shm-descriptor: offset 4: shm_chunk_id: 10000 names no chunk"),
+        ("capacity", InvalidValueError, "shm-descriptor: offset 8: shm_capacity: 1074790400 declared, the chunk holds 1048576"),
     ],
 )
 def test_hostile_worker_gets_inert_error_in_the_parent(
