@@ -443,3 +443,153 @@ def test_meta_codec_is_the_one_validating_samples() -> None:
     from inert.shm import _batch
 
     assert _batch.shm_samples_meta is shm_samples_meta
+
+
+# -- a compromised worker that speaks the channel itself ------------------------------
+
+
+def _own_worker() -> Any:
+    """The running worker's state, found the way code running in a compromised worker could."""
+    import gc
+
+    from inert.shm._worker import _Worker
+
+    (worker,) = [obj for obj in gc.get_objects() if isinstance(obj, _Worker)]
+    return worker
+
+
+def _send_raw(data: bytes, fds: tuple[int, ...] = ()) -> None:
+    import socket
+
+    sock = _own_worker().sock
+    if fds:
+        socket.send_fds(sock, [data], list(fds))
+    else:
+        sock.sendall(data)
+
+
+def _descriptor_bytes(chunk_id: int, capacity: int, offset: int = 0, num_bytes: int = 0) -> bytes:
+    return struct.pack("<iiQQQ", 0, chunk_id, capacity, offset, num_bytes)
+
+
+def rogue_callback(arg: int) -> Any:
+    from inert.shm._fdpass import FrameKind
+
+    if arg == 0:  # a RESULT record cut short
+        _send_raw(bytes((FrameKind.RESULT,)) + b"\x00" * 5)
+    elif arg == 1:  # a record kind that does not exist
+        _send_raw(b"\x63")
+    elif arg == 2:  # a chunk the worker could still shrink under the parent's mapping
+        fd = os.memfd_create("unsealed")
+        os.ftruncate(fd, 4096)
+        _send_raw(bytes((FrameKind.CHUNK,)) + _descriptor_bytes(0, 4096), (fd,))
+    elif arg == 3:  # a CHUNK record without its descriptor
+        _send_raw(bytes((FrameKind.CHUNK,)) + _descriptor_bytes(0, 4096))
+    elif arg == 4:  # a descriptor slipped into the parent with a RESULT
+        _send_raw(bytes((FrameKind.RESULT,)) + _descriptor_bytes(0, 1 << 20, 0, 10), (os.memfd_create("extra"),))
+    elif arg == 5:  # a result for a chunk the worker never sent
+        _send_raw(bytes((FrameKind.RESULT,)) + _descriptor_bytes(1 << 20, 1 << 20, 0, 10))
+    elif arg == 6:  # a chunk far above max_chunk_size
+        _send_raw(bytes((FrameKind.CHUNK,)) + _descriptor_bytes(0, 1 << 50), (os.memfd_create("huge"),))
+    elif arg == 7:  # try to shrink a chunk the parent has mapped: the seal refuses
+        worker = _own_worker()
+        refused = []
+        for chunk in worker.chunks:
+            try:
+                os.ftruncate(chunk.fd, 0)
+            except PermissionError:
+                refused.append(True)
+        return [np.array(refused)]
+    return [np.zeros(1)]
+
+
+@pytest.mark.parametrize(
+    ("arg", "error", "fmt", "field", "reason"),
+    [
+        (0, inert.TruncatedError, "shm-descriptor", "shm_chunk_id", "4 bytes needed, 1 present"),
+        (1, inert.UnknownTagError, "shm-channel", "kind", "unknown FrameKind 99"),
+        (2, inert.InvalidValueError, "shm-channel", "chunk.fd", "chunk size is not sealed against shrinking"),
+        (3, inert.InvalidValueError, "shm-channel", "fds", "0 descriptors with a CHUNK record, not 1"),
+        (4, inert.InvalidValueError, "shm-channel", "fds", "descriptors attached to a RESULT record"),
+        (5, inert.InvalidValueError, "shm-descriptor", "shm_chunk_id", "worker 0 has no chunk 1048576"),
+        (6, inert.LimitError, "shm-channel", "chunk.capacity", "outside 1..max_chunk_size"),
+    ],
+)
+def test_records_forged_by_a_compromised_worker_are_refused(arg: int, error: type, fmt: str, field: str, reason: str) -> None:
+    with ShmWorkerPool(rogue_callback, num_workers=2, batch_mode=True, start_method="fork", timeout=TIMEOUT) as pool:
+        pool.schedule_batch(arg, worker=0)
+        with pytest.raises(error) as caught:
+            pool.receive()
+        exc = caught.value
+        assert (exc.format, exc.field) == (fmt, field)
+        assert reason in exc.reason
+
+
+def test_a_worker_cannot_shrink_a_chunk_the_parent_has_mapped() -> None:
+    with ShmWorkerPool(rogue_callback, num_workers=2, batch_mode=True, start_method="fork", timeout=TIMEOUT) as pool:
+        pool.schedule_batch(7, worker=0)
+        with pool.receive() as batch:
+            assert batch.samples[0].tolist() == [True, True]  # both chunks refused ftruncate
+        pool.schedule_batch(8, worker=0)  # and the worker carries on
+        with pool.receive() as batch:
+            kept = batch.samples[0]
+    assert kept.tolist() == [0.0]  # a view outlives the pool: its mapping stays alive
+
+
+# -- the example in the package docstring runs ----------------------------------------
+
+
+def test_the_package_docstring_example_runs(tmp_path: Any) -> None:
+    import subprocess
+
+    import inert.shm
+
+    doc = inert.shm.__doc__ or ""
+    block = doc.split("Example::\n", 1)[1].split("\nThis module", 1)[0]
+    lines = [line[4:] if line.startswith("    ") else line for line in block.splitlines()]
+    script = tmp_path / "example.py"
+    script.write_text("\n".join(lines))
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[0.0, 1.0, 2.0, 3.0]"
+
+
+ORPHAN_SCRIPT = """
+import os, sys
+import numpy as np
+from inert.shm import ShmWorkerPool
+
+def load(info):
+    return np.zeros(1)
+
+if __name__ == "__main__":
+    pool = ShmWorkerPool(load, num_workers=2, start_method=sys.argv[1], timeout=20)
+    pool.schedule_range(0, 2)
+    pool.receive().release()
+    print(" ".join(str(pid) for pid in pool.pids), flush=True)
+    os._exit(0)  # the parent vanishes without closing anything
+"""
+
+
+def _exited(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[-1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.parametrize("start_method", START_METHODS)
+def test_workers_exit_when_their_parent_vanishes(start_method: str, tmp_path: Any) -> None:
+    import subprocess
+
+    script = tmp_path / "orphans.py"
+    script.write_text(ORPHAN_SCRIPT)
+    result = subprocess.run([sys.executable, str(script), start_method], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    pids = [int(pid) for pid in result.stdout.split()]
+    assert len(pids) == 2
+    deadline = time.monotonic() + 10
+    while not all(_exited(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(_exited(pid) for pid in pids)

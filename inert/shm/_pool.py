@@ -164,7 +164,11 @@ class ShmWorkerPool:
                     chunks=chunks_per_worker,
                     max_chunk_size=max_chunk_size,
                     backend=self.backend,
-                    inherited_fds=tuple(link.sock.fileno() for link in self._links) if forked else (),
+                    # A forked worker holds copies of the parent's ends (its own too): it closes
+                    # them, or it would never see the parent close its channel.
+                    inherited_fds=tuple(sock.fileno() for sock in [*(link.sock for link in self._links), parent_end])
+                    if forked
+                    else (),
                     **({"versions": dict(_worker_versions)} if _worker_versions is not None else {}),
                     after_write=_after_write,
                 )
