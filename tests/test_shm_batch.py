@@ -446,3 +446,21 @@ def test_descriptor_codec_is_what_travels() -> None:
     # RELEASE and RESULT records carry exactly an shm-descriptor.
     descriptor = {"worker_id": 1, "shm_chunk_id": 0, "shm_capacity": 4096, "offset": 128, "num_bytes": 60}
     assert len(shm_descriptor.encode(descriptor)) == 32
+
+
+def test_missing_numpy_extra_names_it() -> None:
+    import subprocess
+    import sys
+
+    block = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'numpy':\n"
+        "            raise ImportError('blocked')\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import inert.shm\n"
+    )
+    result = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, cwd="/", timeout=60)
+    assert result.returncode != 0
+    assert "inert.shm needs numpy: pip install 'inert[numpy]'" in result.stderr

@@ -590,6 +590,11 @@ def test_workers_exit_when_their_parent_vanishes(start_method: str, tmp_path: An
     pids = [int(pid) for pid in result.stdout.split()]
     assert len(pids) == 2
     deadline = time.monotonic() + 10
-    while not all(_exited(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert all(_exited(pid) for pid in pids)
+    try:
+        while not all(_exited(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert all(_exited(pid) for pid in pids)
+    finally:
+        for pid in pids:  # leave no orphan behind when the test fails
+            if not _exited(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -28,6 +28,11 @@ This module imports numpy; ``import inert`` does not import it.
 
 from __future__ import annotations
 
+try:
+    import numpy as _numpy  # noqa: F401 - checked first, so that a missing extra says so
+except ImportError as exc:  # pragma: no cover - exercised by the missing-extra test in a subprocess
+    raise ImportError("inert.shm needs numpy: pip install 'inert[numpy]'") from exc
+
 from ._batch import MAX_SAMPLE_DEPTH, SAMPLE_ALIGNMENT
 from ._failures import ChannelClosedError, EndOfData, WorkerDiedError, WorkerTaskError
 from ._memory import MemoryBackend
