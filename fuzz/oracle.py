@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from hypothesis import strategies as st
+
 from inert._canonical import to_json
 from inert._errors import InertError
 
-__all__ = ["Outcome", "Disagreement", "outcome", "differential", "Mutation", "mutate"]
+__all__ = ["Outcome", "Disagreement", "outcome", "differential", "Mutation", "mutate", "mutations"]
 
 #: ``("value", canonical JSON)`` or ``(error class name, message)``.
 Outcome = tuple[str, str]
@@ -34,14 +36,20 @@ def outcome(decode: Callable[..., Any], data: bytes, kwargs: Mapping[str, Any] |
     return "value", to_json(value)
 
 
-def differential(entry: Any, data: bytes, kwargs: Mapping[str, Any] | None = None) -> Outcome:
-    """Decode ``data`` with both reference codecs of ``entry``; raise :class:`Disagreement` unless they agree."""
+def differential(
+    entry: Any, data: bytes, kwargs: Mapping[str, Any] | None = None, run: Callable[..., Outcome] = outcome
+) -> Outcome:
+    """Decode ``data`` with both reference codecs of ``entry``; raise :class:`Disagreement` unless they agree.
+
+    ``run(decode, data, kwargs)`` runs the generated codec (the fuzz harness
+    passes one that also guards time and memory).
+    """
     from inert.spec._grammar import interpret_decode
 
     from fuzz.registry import codec, spec
 
     fmt = spec(entry)
-    generated = outcome(codec(entry).decode, data, kwargs)
+    generated = run(codec(entry).decode, data, kwargs)
     interpreted = outcome(lambda d, **kw: interpret_decode(fmt, d, **kw), data, kwargs)
     if generated != interpreted:
         raise Disagreement(
@@ -84,3 +92,11 @@ def mutate(data: bytes, mutations: Iterable[Mutation]) -> bytes:
         else:
             raise ValueError(f"unknown mutation {op!r}; expected one of {OPERATIONS}")
     return bytes(buf)
+
+
+#: One to four mutations, positions anywhere in a 64 KiB input.
+mutations = st.lists(
+    st.tuples(st.sampled_from(OPERATIONS), st.integers(0, 1 << 16), st.binary(max_size=9)),
+    min_size=1,
+    max_size=4,
+)

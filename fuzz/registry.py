@@ -18,7 +18,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-__all__ = ["FormatUnderTest", "FORMATS", "codec", "spec"]
+__all__ = ["FormatUnderTest", "FORMATS", "codec", "spec", "cases"]
 
 U64_MAX = (1 << 64) - 1
 I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
@@ -54,6 +54,11 @@ def spec(entry: FormatUnderTest) -> Any:
     from inert.spec import FORMATS as SPEC_FORMATS
 
     return SPEC_FORMATS[entry.name]
+
+
+def cases() -> list[tuple[FormatUnderTest, Mapping[str, Any]]]:
+    """Every (format, ``decode`` keyword set) pair, in registry order."""
+    return [(entry, kwargs) for entry in FORMATS.values() for kwargs in entry.decode_kwargs]
 
 
 def _tag(enum_name: str, module: str, names: tuple[str, ...]) -> st.SearchStrategy[Any]:

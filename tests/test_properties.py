@@ -13,20 +13,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from inert.spec._grammar import interpret_encode
 
-from fuzz.oracle import OPERATIONS, Mutation, differential, mutate
+from fuzz.oracle import Mutation, differential, mutate, mutations
 from fuzz.registry import FORMATS, FormatUnderTest, codec, spec
 from inert._canonical import to_json
 
 ENTRIES = [pytest.param(entry, id=name) for name, entry in FORMATS.items()]
 
 BOUNDED = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-mutations = st.lists(
-    st.tuples(st.sampled_from(OPERATIONS), st.integers(0, 1 << 16), st.binary(max_size=9)),
-    min_size=1,
-    max_size=4,
-)
-
 
 def _kwargs(entry: FormatUnderTest) -> st.SearchStrategy[Any]:
     return st.sampled_from(entry.decode_kwargs)

@@ -1,0 +1,96 @@
+"""The fuzz harness: instruments Inert's readers, guards time and memory per input, and starts atheris.
+
+A target script calls :func:`instrument` before importing anything from
+``inert`` (so libFuzzer sees coverage of the readers), defines
+``test_one_input(data)`` with the invariant of :mod:`fuzz.oracle`, and hands it
+to :func:`main`.  Whatever escapes ``test_one_input`` is a finding: an
+exception outside the error family, a disagreement of the two codecs, or a
+:class:`ResourceFinding` from :func:`guarded`.
+
+Declared resource bounds for one ``decode`` of ``n`` bytes (generous against
+a loaded machine, far below what a quadratic or unchecked allocation reaches):
+
+* wall time at most ``1 s + 1 us * n``;
+* peak traced allocation at most ``64 * n + 1 MiB`` (``tracemalloc``).
+
+libFuzzer's own ``-timeout`` (set by ``fuzz/run``) catches a reader that never returns.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import atheris
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.append(str(ROOT))  # at the end: the top-level codecs/ must not shadow the standard library
+
+__all__ = ["ResourceFinding", "time_limit", "memory_limit", "instrument", "guarded", "main"]
+
+
+class ResourceFinding(AssertionError):
+    """One input made a reader exceed its declared time or memory bound."""
+
+
+def time_limit(size: int) -> float:
+    """Seconds one decode of ``size`` bytes may take."""
+    return 1.0 + size * 1e-6
+
+
+def memory_limit(size: int) -> int:
+    """Bytes one decode of ``size`` bytes may allocate at its peak."""
+    return 64 * size + (1 << 20)
+
+
+def instrument(*formats: str, grammar: bool = True) -> None:
+    """Import the readers of ``formats`` (default: all) and their helpers with coverage instrumentation.
+
+    ``grammar`` adds the Construct-interpreted grammar (for differential targets).
+    Importing only what a target reads keeps its start-up short.
+    """
+    with atheris.instrument_imports(include=["inert"]):
+        import inert.codecs
+
+        import inert._checks  # noqa: F401
+        import inert._codec_runtime  # noqa: F401
+
+        if grammar:
+            import inert.spec  # noqa: F401
+        for name in formats or inert.codecs.MODULES:
+            __import__(f"inert.codecs.{inert.codecs.MODULES[name]}")
+
+
+def guarded(decode: Callable[..., Any], data: bytes, kwargs: Mapping[str, Any] | None = None) -> Any:
+    """:func:`fuzz.oracle.outcome` of ``decode(data)``, raising :class:`ResourceFinding` past the bounds."""
+    from fuzz.oracle import outcome
+
+    # Traced only around the decode: tracing the fuzzer's own work would slow every input severalfold.
+    tracemalloc.start()
+    try:
+        start = time.perf_counter()
+        result = outcome(decode, data, kwargs)
+        elapsed = time.perf_counter() - start
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    if elapsed > time_limit(len(data)):
+        raise ResourceFinding(f"decode of {len(data)} bytes took {elapsed:.3f} s > {time_limit(len(data)):.3f} s: {result}")
+    if peak > memory_limit(len(data)):
+        raise ResourceFinding(f"decode of {len(data)} bytes allocated {peak} bytes > {memory_limit(len(data))}: {result}")
+    return result
+
+
+def main(test_one_input: Callable[[bytes], None], argv: list[str] | None = None) -> None:
+    """Run libFuzzer on ``test_one_input`` with ``argv`` (libFuzzer flags and corpus directories)."""
+    # libFuzzer re-runs argv[0] through the shell to minimize a crash: name this interpreter and
+    # this script, so that works whatever python3 is on PATH and whether the script is executable.
+    me = f"{shlex.quote(sys.executable)} {shlex.quote(str(Path(sys.argv[0]).resolve()))}"
+    atheris.Setup([me, *(sys.argv[1:] if argv is None else argv)], test_one_input)
+    atheris.Fuzz()
