@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import pickle
@@ -28,7 +29,7 @@ from inert.shm._batch import (
 )
 from inert.shm._fdpass import FrameKind, PeerClosed, recv_frame, send_frame, socket_pair
 from inert.shm._handshake import FORMAT_VERSIONS, answer, propose
-from inert.shm._memory import MappedChunk, MemoryBackend, WritableChunk, create_chunk, map_chunk
+from inert.shm._memory import MappedChunk, MemoryBackend, WritableChunk, create_chunk, default_backend, map_chunk
 
 HEADER = TaskHeader(worker_id=1, context_i=0, scheduled_i=7, minibatch_i=7)
 
@@ -464,3 +465,19 @@ def test_missing_numpy_extra_names_it() -> None:
     result = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, cwd="/", timeout=60)
     assert result.returncode != 0
     assert "inert.shm needs numpy: pip install 'inert[numpy]'" in result.stderr
+
+
+@pytest.mark.parametrize("errno_value", [errno.ENOSYS, errno.EPERM, errno.EACCES, errno.EINVAL])
+def test_kernels_without_memfd_fall_back_to_unlinked_files(monkeypatch: pytest.MonkeyPatch, errno_value: int) -> None:
+    def refuse(*args: Any) -> int:
+        raise OSError(errno_value, os.strerror(errno_value))
+
+    monkeypatch.setattr(os, "memfd_create", refuse)  # the kernel's answer, not the code under test
+    assert default_backend() is MemoryBackend.FILE
+    chunk = create_chunk(4096, MemoryBackend.FILE)
+    assert os.fstat(chunk.fd).st_nlink == 0  # no name left in the filesystem
+    chunk.close()
+
+
+def test_memfd_is_the_default_where_the_kernel_has_it() -> None:
+    assert default_backend() is MemoryBackend.MEMFD

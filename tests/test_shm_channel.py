@@ -198,6 +198,24 @@ def test_a_chunk_grows_when_a_batch_does_not_fit(batch_pool: ShmWorkerPool) -> N
 # -- failures reported by a worker that keeps running --------------------------
 
 
+def test_a_batch_above_max_chunk_size_is_a_failed_task() -> None:
+    with ShmWorkerPool(
+        batch_callback,
+        num_workers=2,
+        batch_mode=True,
+        start_method="fork",
+        chunk_size=1 << 16,
+        max_chunk_size=1 << 20,
+        timeout=TIMEOUT,
+    ) as pool:
+        pool.schedule_batch(Scenario.LARGE, worker=0)
+        with pytest.raises(WorkerTaskError, match=r"the result needs \d+ bytes, above max_chunk_size\(1048576\)"):
+            pool.receive()
+        pool.schedule_batch(Scenario.MIXED, worker=0)
+        with pool.receive() as batch:
+            assert_same(batch.samples, [sample_for(i) for i in range(20)])
+
+
 def test_a_callback_that_raises_gives_its_message_and_traceback(batch_pool: ShmWorkerPool) -> None:
     batch_pool.schedule_batch(Scenario.RAISES, worker=1)
     with pytest.raises(WorkerTaskError) as caught:

@@ -213,7 +213,8 @@ def read_result(chunk: MappedChunk, offset: int, size: int, expected: TaskHeader
     descriptor was checked against it).
     """
     try:
-        message = shm_message.decode(chunk.view[offset : offset + size])
+        # Decoded from a private copy: the worker can keep writing to the chunk while the parent reads.
+        message = shm_message.decode(bytes(chunk.view[offset : offset + size]))
     except InertError as exc:
         raise at_offset(exc, offset) from None
     if message["type"] != shm_message.MessageType.COMPLETED_TASK:
@@ -274,11 +275,15 @@ def read_samples(chunk: MappedChunk, meta: dict[str, int]) -> list[Any]:
     """Decode and check the samples meta ``meta`` points at, then view the samples in ``chunk``.
 
     Every array must lie in the chunk before the meta; bool arrays must hold
-    only 0 and 1 bytes.  The views are read-only and share the chunk's memory.
+    only 0 and 1 bytes.  The views are read-only and share the chunk's memory:
+    the structure (dtypes, shapes, places) is decoded from a private copy and
+    cannot change once checked, but a worker that writes into sample data it
+    already handed over changes the values the parent sees (bool bytes
+    included), as with any zero-copy shared memory.
     """
     offset, size = meta["offset"], meta["size"]
     try:
-        decoded = shm_samples_meta.decode(chunk.view[offset : offset + size], chunk_size=chunk.capacity)
+        decoded = shm_samples_meta.decode(bytes(chunk.view[offset : offset + size]), chunk_size=chunk.capacity)
     except InertError as exc:
         raise at_offset(exc, offset) from None
     samples = decoded["samples"]
