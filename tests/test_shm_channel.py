@@ -30,6 +30,12 @@ from inert.shm import (
     WorkerDiedError,
     WorkerTaskError,
 )
+from inert.shm._batch import read_result, read_samples
+from inert.shm._fdpass import recv_frame
+from inert.shm._memory import map_chunk
+
+# The parent's readers of worker bytes join the suite's no-execution guard (see conftest.py).
+_audit.watch_readers(read_result, read_samples, recv_frame, map_chunk, ShmWorkerPool._read_frame)
 
 START_METHODS = ["fork", "spawn"]
 TIMEOUT = 20.0  # generous for a loaded CI machine; a passing test waits far less
