@@ -1,0 +1,40 @@
+"""Inert's storage layer for PyTorch Distributed Checkpoint: nothing on disk is executable.
+
+Drop-ins for ``torch.distributed.checkpoint.FileSystemWriter`` and
+``FileSystemReader``: the ``.metadata`` file is a ``checkpoint-metadata``
+document and the data files hold ``checkpoint-shard`` records (raw tensor
+bytes, MessagePack values), each with a CRC-32::
+
+    import torch.distributed.checkpoint as dcp
+    from inert.torch import FileSystemReader, FileSystemWriter
+
+    dcp.save(state, storage_writer=FileSystemWriter(path))
+    dcp.load(state, storage_reader=FileSystemReader(path))
+
+``dumps_metadata``/``loads_metadata`` convert DCP's ``Metadata`` on their own.
+
+PyTorch releases: 2.4 and later load through ``dcp.load``.  2.2 and 2.3 must
+use the deprecated ``dcp.load_state_dict`` (2.2's ``load`` gathers keys
+before honouring ``no_dist``, so a single process needs ``no_dist=True``;
+2.3's ``load`` drops nested non-tensor values), and Stateful objects need 2.4.
+This is the only module of Inert that imports torch; it needs the extra:
+``pip install 'inert[torch]'``.
+"""
+
+from __future__ import annotations
+
+from ._compat import TORCH_VERSION, parse_version
+from ._metadata import InertStorageInfo, dumps_metadata, loads_metadata
+from ._reader import FileSystemReader, ShapeMismatchError
+from ._writer import FileSystemWriter
+
+__all__ = [
+    "FileSystemWriter",
+    "FileSystemReader",
+    "ShapeMismatchError",
+    "InertStorageInfo",
+    "dumps_metadata",
+    "loads_metadata",
+    "parse_version",
+    "TORCH_VERSION",
+]

@@ -1,0 +1,282 @@
+"""``FileSystemReader``: DCP's storage reader for ``checkpoint-shard`` and ``checkpoint-metadata`` files.
+
+Nothing read is unpickled.  The metadata is decoded by the generated codec;
+then every record's byte range is checked against its file's size and the
+other records of that file (inside the file, no overlap).  Each record is
+read with one ``preadv`` into a fresh buffer, decoded (structure and CRC-32,
+which must also equal the CRC the metadata holds for it), and only then
+viewed as a tensor: its dtype and shape must equal what the metadata and the
+read plan expect before it is copied into the destination.  Values go to the
+built-in planner directly; a custom planner's ``load_bytes`` gets bytes that
+Inert produced locally (``torch.save`` of the checked value), never the
+file's bytes.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import uuid
+from collections import defaultdict
+from collections.abc import Iterator
+from concurrent.futures import Future as _PoolFuture
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
+from torch.distributed.checkpoint.filesystem import FileSystem
+from torch.distributed.checkpoint.metadata import Metadata, TensorStorageMetadata
+from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, LoadPlanner, ReadItem
+from torch.distributed.checkpoint.storage import StorageReader
+from torch.futures import Future
+
+from inert._errors import ChecksumError, ForeignFormatError, InertError, InvalidValueError, LimitError, TruncatedError
+from inert.codecs import checkpoint_metadata as metadata_codec
+from inert.codecs import checkpoint_shard as shard
+
+from ._compat import torch_dtype
+from ._metadata import InertStorageInfo, loads_metadata
+
+try:
+    from torch.distributed.checkpoint.metadata import StorageMeta
+except ImportError:  # before 2.4
+    StorageMeta = None  # type: ignore[assignment,misc]
+
+__all__ = ["FileSystemReader", "ShapeMismatchError"]
+
+METADATA_NAME = ".metadata"
+_MIGRATE = (
+    "it is a legacy pickle checkpoint (torch.distributed.checkpoint's own format); Inert never unpickles. "
+    "To migrate, load it once with torch.distributed.checkpoint.FileSystemReader in a trusted environment "
+    "and save it again with inert.torch.FileSystemWriter"
+)
+
+
+class ShapeMismatchError(InvalidValueError):
+    """A record's dtype or shape differs from what the read plan expects."""
+
+
+def _narrow(tensor: torch.Tensor, offsets: Any, lengths: Any) -> torch.Tensor:
+    for dim, (start, length) in enumerate(zip(offsets, lengths, strict=False)):
+        if start != 0 or length != tensor.shape[dim]:
+            tensor = tensor.narrow(dim, start, length)
+    return tensor
+
+
+def _default_load_bytes(planner: LoadPlanner) -> bool:
+    return type(planner).load_bytes is DefaultLoadPlanner.load_bytes
+
+
+def _set_value(planner: Any, item: ReadItem, value: Any) -> None:
+    """What ``DefaultLoadPlanner.load_bytes`` does, with the checked value instead of ``torch.load``."""
+    if getattr(planner, "flatten_state_dict", False):
+        from torch.distributed.checkpoint._nested_dict import set_element  # noqa: PLC0415 - private, imported where used
+
+        set_element(planner.original_state_dict, planner.mappings[item.dest_index.fqn], value)
+    else:
+        planner.state_dict[item.dest_index.fqn] = value
+
+
+class FileSystemReader(StorageReader):
+    """Drop-in for ``torch.distributed.checkpoint.FileSystemReader`` reading Inert's formats.
+
+    ``verify_checksums`` (default on) checks every record's CRC-32; ``thread_count``
+    records are read and checked in parallel; ``max_metadata_size`` lowers the
+    64 MiB limit on the ``.metadata`` file.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        verify_checksums: bool = True,
+        thread_count: int = 2,
+        max_metadata_size: int = metadata_codec.MAX_SIZE,
+    ) -> None:
+        super().__init__()
+        self.fs = FileSystem()
+        self.path = Path(path)
+        self.verify_checksums = verify_checksums
+        self.thread_count = max(1, thread_count)
+        self.max_metadata_size = max_metadata_size
+        self.storage_data: dict[Any, InertStorageInfo] = {}
+        self.metadata: Metadata | None = None
+        self.load_id = str(uuid.uuid4())
+        self.rank: int | None = None
+        self.use_collectives = True
+
+    def reset(self, checkpoint_id: str | os.PathLike[str] | None = None) -> None:
+        self.storage_data = {}
+        self.metadata = None
+        if checkpoint_id:
+            self.path = Path(checkpoint_id)
+        self.load_id = str(uuid.uuid4())
+
+    def _read_file(self, path: Path, limit: int) -> bytes:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > limit:  # checked before reading: a huge file allocates nothing
+                raise LimitError("checkpoint-metadata", 0, "", f"file of {size} bytes exceeds max_size({limit})")
+            return handle.read(limit + 1)
+
+    def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
+        rank = kwargs.get("rank")
+        path = self.path / (METADATA_NAME if rank is None else f"__{rank}{METADATA_NAME}")
+        if rank is not None and not path.exists():  # the per-rank fallback: a checkpoint saved with collectives
+            path = self.path / METADATA_NAME
+        data = self._read_file(path, self.max_metadata_size)
+        try:
+            metadata = loads_metadata(data, max_size=self.max_metadata_size)
+        except ForeignFormatError as exc:
+            if data[:1] == b"\x80":
+                reason = f"{path} is not an Inert checkpoint: {_MIGRATE}"
+                raise ForeignFormatError(exc.format, exc.offset, exc.field, reason) from None
+            raise
+        if StorageMeta is not None:
+            meta = getattr(metadata, "storage_meta", None) or StorageMeta()
+            meta.load_id = self.load_id
+            metadata.storage_meta = meta
+        return metadata
+
+    def set_up_storage_reader(self, metadata: Metadata, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
+        self.metadata = metadata
+        self.storage_data = metadata.storage_data
+        self.rank = kwargs.get("rank")
+        self.use_collectives = kwargs.get("use_collectives", True)
+        if self.storage_data is None:
+            raise InvalidValueError("checkpoint-metadata", -1, "storage_data", "missing")
+
+    def _check_placement(self, per_file: dict[str, list[InertStorageInfo]]) -> None:
+        """Records lie inside their files and do not overlap."""
+        for name, infos in per_file.items():
+            size = os.stat(self.path / name).st_size
+            end = 0
+            for info in sorted(infos, key=lambda i: i.offset):
+                if info.offset < end:
+                    reason = f"record at {info.offset} overlaps the one ending at {end}"
+                    raise InvalidValueError("checkpoint-shard", info.offset, name, reason)
+                end = info.offset + info.length
+                if end > size:
+                    reason = f"record of {info.length} bytes at {info.offset} ends beyond the {size}-byte file"
+                    raise TruncatedError("checkpoint-shard", info.offset, name, reason)
+
+    def prepare_local_plan(self, plan: LoadPlan) -> LoadPlan:
+        return plan
+
+    def prepare_global_plan(self, plans: list[LoadPlan]) -> list[LoadPlan]:
+        return plans
+
+    def _load(self, fd: int, name: str, item: ReadItem, info: InertStorageInfo) -> tuple[ReadItem, Any]:
+        """Read, decode and check one record; return the tensor (a view of a fresh buffer) or the value."""
+        buffer = torch.empty(info.length, dtype=torch.uint8)
+        view = memoryview(buffer.numpy())  # type: ignore[arg-type]
+        got = os.preadv(fd, [view], info.offset) if info.length else 0
+        if got != info.length:
+            raise TruncatedError("checkpoint-shard", info.offset, name, f"{info.length} bytes needed, {got} present")
+        try:
+            record = shard.decode_record(view, verify_checksums=self.verify_checksums)
+        except InertError as exc:
+            raise exc._replace(offset=info.offset + exc.offset, field=f"{name}:{item.storage_index.fqn}.{exc.field}") from None
+        if record["crc32"] != info.crc32:
+            raise ChecksumError("checkpoint-shard", info.offset + info.length - 4, item.storage_index.fqn,
+                                f"record CRC-32 {record['crc32']:#010x}, the metadata expects {info.crc32:#010x}")
+        body = record["body"]
+        fqn = item.storage_index.fqn
+        if item.type == LoadItemType.BYTE_IO:
+            if body["kind"] != shard.RecordKind.VALUE:
+                raise InvalidValueError("checkpoint-shard", info.offset, fqn, "a tensor record where the metadata has a value")
+            return item, body["value"]
+        if body["kind"] != shard.RecordKind.TENSOR:
+            raise InvalidValueError("checkpoint-shard", info.offset, fqn, "a value record where the metadata has a tensor")
+        dtype = torch_dtype(body["dtype"].name, fqn)
+        shape = tuple(body["shape"])
+        self._check_expected(item, info, dtype, shape)
+        nbytes = len(body["data"])
+        start = info.length - 4 - nbytes  # the payload ends where the CRC-32 begins
+        tensor = buffer[start : start + nbytes].view(dtype).reshape(shape)
+        return item, tensor
+
+    def _check_expected(self, item: ReadItem, info: InertStorageInfo, dtype: Any, shape: tuple[int, ...]) -> None:
+        assert self.metadata is not None
+        fqn = item.storage_index.fqn
+        md = self.metadata.state_dict_metadata.get(fqn)
+        if not isinstance(md, TensorStorageMetadata):
+            raise ShapeMismatchError("checkpoint-shard", info.offset, fqn, "no tensor entry in the metadata")
+        chunks = md.chunks
+        index = item.storage_index.index
+        if index is None or not 0 <= index < len(chunks) or chunks[index].offsets != item.storage_index.offset:
+            index = next((i for i, c in enumerate(chunks) if c.offsets == item.storage_index.offset), None)
+        if index is None:
+            where = tuple(item.storage_index.offset or ())
+            raise ShapeMismatchError("checkpoint-shard", info.offset, fqn, f"no chunk at {where}")
+        expected = tuple(chunks[index].sizes)
+        if dtype != md.properties.dtype or shape != expected:
+            raise ShapeMismatchError(
+                "checkpoint-shard", info.offset, fqn,
+                f"record holds {shape} {dtype}, the read plan expects {expected} {md.properties.dtype}",
+            )
+        ends = [o + n for o, n in zip(item.storage_offsets, item.lengths, strict=False)]
+        if len(ends) != len(shape) or any(e > s for e, s in zip(ends, shape, strict=False)):
+            raise ShapeMismatchError("checkpoint-shard", info.offset, fqn,
+                                     f"the read plan takes {tuple(item.lengths)} at {tuple(item.storage_offsets)} of {shape}")
+
+    def _records(self, plan: LoadPlan) -> Iterator[tuple[ReadItem, Any]]:
+        """Every record of the plan, checked, with a bounded number in flight."""
+        per_file: dict[str, list[tuple[ReadItem, InertStorageInfo]]] = defaultdict(list)
+        for item in plan.items:
+            info = self.storage_data[item.storage_index]
+            per_file[info.relative_path].append((item, info))
+        self._check_placement({name: [info for _, info in pairs] for name, pairs in per_file.items()})
+        fds = {name: os.open(self.path / name, os.O_RDONLY) for name in per_file}
+        try:
+            work = [(name, item, info) for name, pairs in per_file.items()
+                    for item, info in sorted(pairs, key=lambda p: p[1].offset)]
+            if self.thread_count == 1:
+                for name, item, info in work:
+                    yield self._load(fds[name], name, item, info)
+                return
+            with ThreadPoolExecutor(self.thread_count) as pool:
+                window = 2 * self.thread_count
+                pending: list[_PoolFuture[tuple[ReadItem, Any]]] = []
+                for name, item, info in work:
+                    pending.append(pool.submit(self._load, fds[name], name, item, info))
+                    if len(pending) >= window:
+                        yield pending.pop(0).result()
+                for future in pending:
+                    yield future.result()
+        finally:
+            for fd in fds.values():
+                os.close(fd)
+
+    def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
+        direct = _default_load_bytes(planner)
+        for item, loaded in self._records(plan):
+            if item.type == LoadItemType.BYTE_IO:
+                if direct:
+                    _set_value(planner, item, loaded)
+                else:  # a custom planner: bytes Inert serialized from the checked value, never the file's
+                    stream = io.BytesIO()
+                    torch.save(loaded, stream)
+                    stream.seek(0)
+                    planner.load_bytes(item, stream)
+                continue
+            source = _narrow(loaded, item.storage_offsets, item.lengths)
+            target = planner.resolve_tensor(item).detach()
+            if target.size() != source.size():
+                raise ShapeMismatchError("checkpoint-shard", -1, item.dest_index.fqn,
+                                         f"destination has shape {tuple(target.size())}, the record gives {tuple(source.size())}")
+            target.copy_(source)
+            planner.commit_tensor(item, target)
+        done: Future[None] = Future()
+        done.set_result(None)
+        return done
+
+    @property
+    def checkpoint_id(self) -> str | os.PathLike[str]:
+        return self.path
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike[str]) -> bool:
+        return FileSystem.validate_checkpoint_id(checkpoint_id)
