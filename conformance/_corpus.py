@@ -9,8 +9,11 @@ Layout: ``corpus/<format>/v<version>/<Name>.json``, each file holding::
              | {"reject": "<error kind>"}
              | {"either": [<accept or reject>, ...]}}   (the spec leaves the choice open)
 
-Error kinds are the ``kind`` names of :mod:`inert._errors`.  A vector's test
-name is ``Required.<format>.v<version>.<Name>``.
+or, for a value every writer must refuse, ``"value": <canonical JSON value>``
+in place of ``input`` and ``"expect": {"reject": "write-type" | "write-value"}``.
+
+Error kinds are the ``kind`` names of :mod:`inert._errors` (and the two write
+kinds).  A vector's test name is ``Required.<format>.v<version>.<Name>``.
 """
 
 from __future__ import annotations
@@ -26,11 +29,13 @@ from inert._errors import ERROR_CLASSES, HarnessError
 
 __all__ = [
     "CORPUS_DIR",
+    "WRITE_KINDS",
     "Outcome",
     "Vector",
     "canonical_text",
     "load_corpus",
     "vector_document",
+    "write_vector_document",
     "vector_file_text",
 ]
 
@@ -38,7 +43,9 @@ CORPUS_DIR = Path(__file__).resolve().parent / "corpus"
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_]+\Z")
 _VERSION_RE = re.compile(r"v([1-9][0-9]*)\Z")
-_KEYS = {"name", "description", "input", "params", "expect"}
+_KEYS = {"name", "description", "input", "value", "params", "expect"}
+#: Kinds of a writer's refusal (a caller mistake, not bad bytes: builtin TypeError/ValueError).
+WRITE_KINDS = ("write-type", "write-value")
 #: Runs of one byte at least this long are stored as a repeat, to keep big vectors small on disk.
 _RUN = 64
 
@@ -71,6 +78,8 @@ class Vector:
     data: bytes
     outcomes: tuple[Outcome, ...]
     params: dict[str, Any] = field(default_factory=dict)
+    #: Canonical JSON of the value to encode, for a write vector (then ``data`` is empty).
+    value: str | None = None
 
     @property
     def test_name(self) -> str:
@@ -79,7 +88,7 @@ class Vector:
     @property
     def accepted(self) -> Outcome | None:
         """The accept outcome when it is the only one (such vectors also test the writer)."""
-        if len(self.outcomes) == 1 and self.outcomes[0].result == "accept":
+        if self.value is None and len(self.outcomes) == 1 and self.outcomes[0].result == "accept":
             return self.outcomes[0]
         return None
 
@@ -106,6 +115,12 @@ def _outcomes(expect: Any, where: str) -> tuple[Outcome, ...]:
     return (_outcome(expect, where),)
 
 
+def _write_refusal(expect: Any, where: str) -> tuple[Outcome, ...]:
+    if not isinstance(expect, dict) or set(expect) != {"reject"} or expect["reject"] not in WRITE_KINDS:
+        raise HarnessError(f'{where}: a write vector expects {{"reject": kind}}, kind one of {WRITE_KINDS}')
+    return (Outcome("reject", kind=expect["reject"]),)
+
+
 def _input(spec: Any, where: str) -> bytes:
     parts = [spec] if isinstance(spec, str) else spec
     if not isinstance(parts, list):
@@ -130,8 +145,13 @@ def _load(path: Path, fmt: str, version: int) -> Vector:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise HarnessError(f"{where}: {exc}") from None
-    if not isinstance(doc, dict) or not {"name", "description", "input", "expect"} <= set(doc) <= _KEYS:
-        raise HarnessError(f"{where}: a vector holds {sorted(_KEYS)} (params optional)")
+    if (
+        not isinstance(doc, dict)
+        or not {"name", "description", "expect"} <= set(doc) <= _KEYS
+        or ("input" in doc) == ("value" in doc)
+        or ("value" in doc and "params" in doc)
+    ):
+        raise HarnessError(f"{where}: a vector holds name, description, input or value, expect, and optionally params")
     name, description, params = doc["name"], doc["description"], doc.get("params", {})
     if name != path.stem or not _NAME_RE.match(name):
         raise HarnessError(f"{where}: name {name!r} must be the file's stem, letters, digits and _")
@@ -139,15 +159,10 @@ def _load(path: Path, fmt: str, version: int) -> Vector:
         raise HarnessError(f"{where}: description is one non-empty line")
     if not isinstance(params, dict):
         raise HarnessError(f"{where}: params is an object")
-    return Vector(
-        format=fmt,
-        version=version,
-        name=name,
-        description=description,
-        data=_input(doc["input"], where),
-        outcomes=_outcomes(doc["expect"], where),
-        params=params,
-    )
+    if "value" in doc:
+        value = canonical_text(doc["value"])
+        return Vector(fmt, version, name, description, b"", _write_refusal(doc["expect"], where), value=value)
+    return Vector(fmt, version, name, description, _input(doc["input"], where), _outcomes(doc["expect"], where), params)
 
 
 def load_corpus(root: Path = CORPUS_DIR, formats: Iterable[str] | None = None) -> list[Vector]:
@@ -197,6 +212,11 @@ def vector_document(
         doc["params"] = params
     doc["expect"] = json.loads(canonical_text(expect))  # keys sorted, as the runner compares them
     return doc
+
+
+def write_vector_document(name: str, description: str, value: Any, kind: str) -> dict[str, Any]:
+    """The JSON document of a value every writer must refuse with ``kind``."""
+    return {"name": name, "description": description, "value": json.loads(canonical_text(value)), "expect": {"reject": kind}}
 
 
 def vector_file_text(doc: dict[str, Any]) -> str:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._corpus import CORPUS_DIR, vector_document, vector_file_text
+from ._corpus import CORPUS_DIR, vector_document, vector_file_text, write_vector_document
 
 I32_MIN, I32_MAX = -(1 << 31), (1 << 31) - 1
 I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
@@ -67,9 +67,16 @@ class Corpus:
         self.docs: dict[str, dict[str, Any]] = {}
 
     def _add(self, name: str, description: str, data: bytes, expect: dict[str, Any], params: dict[str, Any] | None) -> None:
+        self._put(name, vector_document(name, description, data, expect, params))
+
+    def _put(self, name: str, doc: dict[str, Any]) -> None:
         if name in self.docs:
             raise ValueError(f"{self.fmt} v{self.version}: vector {name} declared twice")
-        self.docs[name] = vector_document(name, description, data, expect, params)
+        self.docs[name] = doc
+
+    def refuse_write(self, name: str, description: str, value: Any, kind: str) -> None:
+        """A value every writer must refuse (``write-type``: wrong type; ``write-value``: breaks a rule)."""
+        self._put(f"Write{name}", write_vector_document(f"Write{name}", description, value, kind))
 
     def accept(self, name: str, description: str, piece: Piece, params: dict[str, Any] | None = None) -> None:
         self._add(name, description, piece.data, {"accept": piece.value}, params)
@@ -395,6 +402,8 @@ def shm_message() -> Corpus:
     )
     c.reject("ZipArchive", "the start of a zip archive, as torch.save writes", b"PK\x03\x04" + bytes(26), "unknown-tag")
 
+    _message_writes(c, rep_range.value, rep_completed.value)
+
     c.truncations("ScheduledRange", "a scheduled sample-range task", rep_range)
     c.truncations("ScheduledBatch", "a scheduled batch task with a BatchInfo", rep_batch)
     c.truncations("ScheduledBatchInt", "a scheduled batch task with an int argument", scheduled(task_batch(args_int(-2))))
@@ -403,6 +412,68 @@ def shm_message() -> Corpus:
         "CompletedStopIteration", "a result that ends the epoch with a message", completed(exc=exception("STOP_ITERATION", "end"))
     )
     return c
+
+
+def _message_writes(c: Corpus, sched: dict[str, Any], done: dict[str, Any]) -> None:
+    """Values no shm-message writer may encode."""
+    batch_task = scheduled(task_batch(args_int(1))).value
+    refusals: list[tuple[str, str, Any, str]] = [
+        ("NotAnObject", "a list where a message belongs", [], "write-type"),
+        ("MissingType", "a message without its type", {}, "write-type"),
+        ("TypeUnknownName", "a message type that is not a MessageType name", {**done, "type": "NOPE"}, "write-value"),
+        ("TypeUnknownNumber", "a message type number the enum lacks", {**done, "type": 3}, "write-value"),
+        ("TypeBool", "true as the message type", {**done, "type": True}, "write-type"),
+        ("CounterBool", "true as an int64 counter", {**sched, "context_i": True}, "write-type"),
+        ("CounterFloat", "1.5 as an int64 counter", {**sched, "context_i": 1.5}, "write-type"),
+        ("CounterString", "a string as an int64 counter", {**sched, "context_i": "1"}, "write-type"),
+        ("CounterAboveInt64", "2**63 as an int64 counter", {**done, "worker_id": I64_MAX + 1}, "write-value"),
+        ("CounterBelowInt64", "-2**63-1 as an int64 counter", {**done, "minibatch_i": I64_MIN - 1}, "write-value"),
+        ("MissingCounter", "a result without minibatch_i", {k: v for k, v in done.items() if k != "minibatch_i"}, "write-type"),
+        ("TaskNotObject", "a string where the task belongs", {**sched, "task": "BATCH"}, "write-type"),
+        (
+            "TaskKindUnknown",
+            "a task kind that is not a TaskKind",
+            {**sched, "task": {**sched["task"], "kind": "NOPE"}},
+            "write-value",
+        ),
+        (
+            "RangeEndBeforeStart",
+            "a range whose end is before its start",
+            scheduled(task_range(sample_range(5, 4))).value,
+            "write-value",
+        ),
+        (
+            "RangeSliceOutside",
+            "a slice past the range's end",
+            scheduled(task_range(sample_range(0, 4, 0, 0, 0, 5))).value,
+            "write-value",
+        ),
+        (
+            "ArgKindUnknown",
+            "a batch argument kind that is not a BatchArgKind",
+            {**batch_task, "task": {"kind": "BATCH", "args": {"kind": 7}}},
+            "write-value",
+        ),
+        (
+            "ArgValueBool",
+            "true as the int batch argument",
+            {**batch_task, "task": {"kind": "BATCH", "args": {"kind": "INT", "value": True}}},
+            "write-type",
+        ),
+        ("MetaNotObject", "a string as the batch meta", {**done, "meta": "x"}, "write-type"),
+        ("MetaNegative", "a negative batch offset", {**done, "meta": {"offset": -1, "size": 0}}, "write-value"),
+        ("MetaOverflows", "batch meta whose end is 2**64", {**done, "meta": {"offset": U64_MAX, "size": 1}}, "write-value"),
+        (
+            "MessageNotString",
+            "a number as the exception message",
+            {**done, "exception": {"kind": "RUNTIME_ERROR", "message": 5}},
+            "write-type",
+        ),
+        ("MessageMissing", "a runtime error without its message", {**done, "exception": {"kind": "RUNTIME_ERROR"}}, "write-type"),
+        ("TracebackBytes", "bytes as the traceback", {**done, "traceback": {"$bytes": "eA=="}}, "write-type"),
+    ]
+    for name, what, value, kind in refusals:
+        c.refuse_write(name, what, value, kind)
 
 
 # -- shm-samples-meta --------------------------------------------------------------------------------------
@@ -663,6 +734,44 @@ def shm_samples_meta() -> Corpus:
             "unknown-tag",
         )
     c.reject("TrailingByte", "one byte after a complete batch", rep.data + b"\x00", "trailing-bytes")
+    array_value = array("<f4", [2, 3]).value
+    refusals: list[tuple[str, str, Any, str]] = [
+        ("SamplesNotList", "an object where the list of samples belongs", {"samples": {}}, "write-type"),
+        ("KindUnknown", "a sample kind that is not a SampleKind", {"samples": [{"kind": "SET", "items": []}]}, "write-value"),
+        ("ItemsMissing", "a tuple without its items", {"samples": [{"kind": "TUPLE"}]}, "write-type"),
+        ("DtypeRefused", "an object dtype", {"samples": [{**array_value, "dtype": "|O", "nbytes": 48}]}, "write-value"),
+        (
+            "DtypeTooLong",
+            f"a dtype of {MAX_DTYPE_LEN + 1} bytes",
+            {"samples": [{**array_value, "dtype": "<" * 17}]},
+            "write-value",
+        ),
+        (
+            "NbytesMismatch",
+            "nbytes one more than shape and dtype give",
+            {"samples": [{**array_value, "nbytes": 25}]},
+            "write-value",
+        ),
+        ("OffsetMisaligned", "a float32 array at offset 2", {"samples": [{**array_value, "offset": 2}]}, "write-value"),
+        ("ShapeNotList", "a string as the shape", {"samples": [{**array_value, "shape": "2,3"}]}, "write-type"),
+        ("DimensionNegative", "a dimension of -1", {"samples": [{**array_value, "shape": [-1, 3]}]}, "write-value"),
+        ("DimensionFloat", "a dimension of 2.0", {"samples": [{**array_value, "shape": [2.0, 3]}]}, "write-type"),
+        (
+            "NdimOverLimit",
+            f"an array of {MAX_NDIM + 1} dimensions",
+            {"samples": [{**array_value, "shape": [1] * (MAX_NDIM + 1), "nbytes": 4}]},
+            "write-value",
+        ),
+        (
+            "ProductOverflows",
+            "uint8 of shape (2**32, 2**32)",
+            {"samples": [array("|u1", [1 << 32, 1 << 32], nbytes=0).value]},
+            "write-value",
+        ),
+        ("DepthOverLimit", f"an array nested at level {MAX_DEPTH + 1}", batch([nested(MAX_DEPTH + 1)]).value, "write-value"),
+    ]
+    for name, what, value, kind in refusals:
+        c.refuse_write(name, what, value, kind)
     c.truncations("Representative", "the representative batch", rep)
     return c
 
@@ -741,6 +850,24 @@ def shm_descriptor() -> Corpus:
         {"chunk_size": 16384},
     )
     c.reject("TrailingByte", "33 bytes: one after the descriptor", rep.data + b"\x00", "trailing-bytes")
+    refusals: list[tuple[str, str, Any, str]] = [
+        ("NotAnObject", "a list where a descriptor belongs", [1, 3, 8192, 4096, 100], "write-type"),
+        (
+            "MissingField",
+            "a descriptor without num_bytes",
+            {k: v for k, v in rep.value.items() if k != "num_bytes"},
+            "write-type",
+        ),
+        ("WorkerIdBool", "true as the worker id", {**rep.value, "worker_id": True}, "write-type"),
+        ("WorkerIdString", "a string as the worker id", {**rep.value, "worker_id": "1"}, "write-type"),
+        ("WorkerIdNegative", "worker id -1", {**rep.value, "worker_id": -1}, "write-value"),
+        ("WorkerIdAboveInt32", "worker id 2**31", {**rep.value, "worker_id": I32_MAX + 1}, "write-value"),
+        ("CapacityNegative", "capacity -1", {**rep.value, "shm_capacity": -1}, "write-value"),
+        ("CapacityAboveU64", "capacity 2**64", {**rep.value, "shm_capacity": U64_MAX + 1}, "write-value"),
+        ("BeyondChunk", "a message that ends past the capacity", {**rep.value, "num_bytes": 4097}, "write-value"),
+    ]
+    for name, what, value, kind in refusals:
+        c.refuse_write(name, what, value, kind)
     c.truncations("Representative", "the representative descriptor", rep)
     return c
 

@@ -81,8 +81,11 @@ class Report:
 
 
 def cases(vectors: Iterable[Vector]) -> Iterator[Case]:
-    """The tests of each vector: decode it, and encode its value back when it must be accepted."""
+    """The tests of each vector: decode it (and encode its value back when it must be accepted), or encode a refused value."""
     for v in vectors:
+        if v.value is not None:
+            yield Case(v.test_name, v, Request("encode", v.format, v.version, v.value.encode("utf-8")), v.outcomes)
+            continue
         yield Case(v.test_name, v, Request("decode", v.format, v.version, v.data, v.params), v.outcomes)
         accepted = v.accepted
         if accepted is not None:

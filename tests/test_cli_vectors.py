@@ -13,7 +13,7 @@ from inert.conformance._runner import read_failure_list
 
 from inert._cli import main
 
-VECTORS = load_corpus()
+VECTORS = [v for v in load_corpus() if v.value is None]  # byte vectors; write vectors have nothing to decode
 # The CLI is the generated codecs: their known failures are known here too, and must keep failing.
 KNOWN = read_failure_list(CORPUS_DIR.parent / "failure_lists" / "inert_generated.txt")
 

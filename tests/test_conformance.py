@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from inert.conformance import _generate_vectors
-from inert.conformance._corpus import CORPUS_DIR, load_corpus, vector_document, vector_file_text
+from inert.conformance._corpus import CORPUS_DIR, load_corpus, vector_document, vector_file_text, write_vector_document
 from inert.conformance._protocol import MAX_FRAME, Request, Response, read_request, read_response, write_request, write_response
 from inert.conformance._runner import FAIL, KNOWN, PASS, UNSUPPORTED, Report, cases, read_failure_list, run
 from inert.conformance._testee import resolve_testee
@@ -45,6 +45,9 @@ def test_corpus_covers_each_shm_format_with_every_kind_of_expectation() -> None:
         assert results["accept"] >= 5 and results["reject"] >= 20, (fmt, results)
         assert {"truncated", "trailing-bytes", "invalid-value"} <= kinds, (fmt, kinds)
     assert any(len(v.outcomes) > 1 for v in VECTORS), "no implementation-defined vector"
+    for fmt in SHM_FORMATS:
+        write_kinds = {v.outcomes[0].kind for v in VECTORS if v.format == fmt and v.value is not None}
+        assert write_kinds == {"write-type", "write-value"}, (fmt, write_kinds)
 
 
 def test_test_names_are_unique_and_dotted() -> None:
@@ -64,6 +67,12 @@ def test_vector_files_round_trip_through_the_loader(tmp_path: Path) -> None:
     (vector,) = load_corpus(tmp_path)
     assert (vector.format, vector.version, vector.data, vector.params) == ("fmt", 2, data, {"chunk_size": 8})
     assert vector.test_name == "Required.fmt.v2.Sample"
+    path.unlink()
+    write = write_vector_document("WriteBad", "one line", {"b": [1], "a": True}, "write-type")
+    (path.parent / "WriteBad.json").write_text(vector_file_text(write), encoding="utf-8")
+    (vector,) = load_corpus(tmp_path)
+    assert (vector.value, vector.data, vector.accepted) == ('{"a":true,"b":[1]}', b"", None)
+    assert [case.request.op for case in cases([vector])] == ["encode"]
 
 
 @pytest.mark.parametrize(
@@ -74,7 +83,10 @@ def test_vector_files_round_trip_through_the_loader(tmp_path: Path) -> None:
         ({"name": "Bad", "description": "d", "input": "zz", "expect": {"reject": "truncated"}}, "not hex"),
         ({"name": "Bad", "description": "d", "input": "", "expect": {"reject": "nonsense"}}, "unknown error kind"),
         ({"name": "Bad", "description": "d", "input": "", "expect": {"either": [{"reject": "limit"}]}}, "at least two"),
-        ({"name": "Bad", "description": "d", "input": "", "expect": {"reject": "limit"}, "extra": 1}, "params optional"),
+        ({"name": "Bad", "description": "d", "input": "", "expect": {"reject": "limit"}, "extra": 1}, "optionally params"),
+        ({"name": "Bad", "description": "d", "input": "", "value": 1, "expect": {"reject": "write-type"}}, "input or value"),
+        ({"name": "Bad", "description": "d", "value": 1, "expect": {"reject": "limit"}}, "write vector"),
+        ({"name": "Bad", "description": "d", "input": "", "expect": {"reject": "write-type"}}, "unknown error kind"),
     ],
 )
 def test_malformed_vectors_are_harness_errors(tmp_path: Path, doc: dict[str, object], complaint: str) -> None:
@@ -144,8 +156,8 @@ def _counts_of(lines: list[str], group: str) -> dict[str, int]:
     return {status: int(n) for n, status in re.findall(r"(\d+) ([a-z ]+?)(?:,|$)", line.split(": ", 1)[1])}
 
 
-N_DECODE = len(VECTORS)
-N_ENCODE = sum(v.accepted is not None for v in VECTORS)
+N_DECODE = sum(v.value is None for v in VECTORS)
+N_ENCODE = sum(v.accepted is not None or v.value is not None for v in VECTORS)
 
 
 @pytest.mark.parametrize("testee", ["inert-generated", "inert-construct"])
@@ -174,7 +186,7 @@ def c_reader(tmp_path_factory: pytest.TempPathFactory) -> str:
 def test_c_reader_passes_every_decode_vector_of_the_shm_formats(c_reader: str) -> None:
     code, lines = _run_cli("--testee", c_reader, "--failure-list", str(FAILURE_LISTS / "shm_reader_c.txt"))
     assert code == 0, "\n".join(lines[-20:])
-    shm_decodes = sum(v.format in SHM_FORMATS for v in VECTORS)
+    shm_decodes = sum(v.format in SHM_FORMATS and v.value is None for v in VECTORS)
     assert _summary(lines) == (shm_decodes, 0)
     # It decodes only, and only the shm formats: everything else is unsupported, never failed.
     assert f"{N_ENCODE + N_DECODE - shm_decodes} unsupported, 0 known failures (not counted)" in lines
@@ -190,7 +202,7 @@ def test_format_option_selects_one_format(c_reader: str) -> None:
     code, lines = _run_cli("--testee", c_reader, "--format", "shm-descriptor")
     assert code == 0
     assert [line.split(":")[0] for line in lines if line.endswith("known failures")] == ["shm-descriptor v1"]
-    assert _summary(lines) == (sum(v.format == "shm-descriptor" for v in VECTORS), 0)
+    assert _summary(lines) == (sum(v.format == "shm-descriptor" and v.value is None for v in VECTORS), 0)
 
 
 def test_a_known_failure_that_now_passes_fails_the_run(c_reader: str, tmp_path: Path) -> None:
