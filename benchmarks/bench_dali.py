@@ -42,8 +42,9 @@ class Source:
         return arrays if len(arrays) > 1 else arrays[0]
 
 
-def throughput(args: argparse.Namespace, adapter: bool) -> float:
-    """Samples per second of one fresh pipeline, with or without the adapter."""
+def throughput(args: argparse.Namespace, adapter: bool) -> tuple[float, float]:
+    """Samples per second of one fresh pipeline, with or without the adapter, and the
+    parent's CPU time per sample in microseconds (all its threads)."""
     if adapter:
         inert.dali.enable()
     else:
@@ -64,16 +65,17 @@ def throughput(args: argparse.Namespace, adapter: bool) -> float:
         pipe.build()
         for _ in range(args.warmup):
             pipe.run()
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         for _ in range(args.iterations):
             pipe.run()
-        elapsed = time.perf_counter() - start
+        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     finally:
         pool = getattr(pipe, "_py_pool", None)
         if pool is not None:
             pool.close()
         pipe._shutdown()
-    return args.iterations * args.batch_size / elapsed
+    samples = args.iterations * args.batch_size
+    return samples / elapsed, cpu / samples * 1e6
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,11 +92,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     runs: dict[bool, list[float]] = {True: [], False: []}
+    cpu: dict[bool, list[float]] = {True: [], False: []}
     for repeat in range(args.repeats):
-        # Alternate which path goes first so drift (thermal, page cache) hits both alike.
+        # Alternate which path goes first so drift (thermal, other load) hits both alike.
         order = (True, False) if repeat % 2 == 0 else (False, True)
         for adapter in order:
-            runs[adapter].append(throughput(args, adapter))
+            rate, cpu_per_sample = throughput(args, adapter)
+            runs[adapter].append(rate)
+            cpu[adapter].append(cpu_per_sample)
     inert.dali.disable()
 
     shape = "x".join(map(str, args.shape))
@@ -105,10 +110,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     for adapter, label in ((True, "inert.dali"), (False, "DALI pickle")):
         values = runs[adapter]
-        print(f"  {label:12s} median {statistics.median(values):12,.0f} samples/s   runs: "
-              + ", ".join(f"{v:,.0f}" for v in values))
+        print(
+            f"  {label:12s} median {statistics.median(values):10,.0f} samples/s, "
+            f"parent CPU {statistics.median(cpu[adapter]):6.2f} us/sample   runs: " + ", ".join(f"{v:,.0f}" for v in values)
+        )
     ratio = statistics.median(runs[True]) / statistics.median(runs[False])
-    print(f"  ratio (inert.dali / DALI pickle): {ratio:.3f}")
+    paired = statistics.median(a / b for a, b in zip(runs[True], runs[False], strict=True))
+    print(f"  ratio (inert.dali / DALI pickle): {ratio:.3f}  (median of the {args.repeats} paired runs' ratios: {paired:.3f})")
     return 0
 
 

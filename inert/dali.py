@@ -515,8 +515,7 @@ def _dtype(text: str) -> np.dtype[Any]:
 def _build(view: memoryview, sample: dict[str, Any]) -> Any:
     kind = sample["kind"]
     if kind == _SampleKind.ARRAY:
-        offset = sample["offset"]
-        return np.ndarray(sample["shape"], _dtype(sample["dtype"]), buffer=view[offset : offset + sample["nbytes"]])
+        return np.ndarray(sample["shape"], _dtype(sample["dtype"]), buffer=view, offset=sample["offset"])
     items = [_build(view, item) for item in sample["items"]]
     return tuple(items) if kind == _SampleKind.TUPLE else items
 
