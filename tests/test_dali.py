@@ -36,9 +36,18 @@ from inert.codecs import shm_message  # noqa: E402
 from nvidia.dali._multiproc import pool, shared_batch, worker  # noqa: E402
 
 import inert.dali  # noqa: E402
-from inert import InertError, InvalidValueError, UnknownTagError, WriteValueError  # noqa: E402
+from inert import (  # noqa: E402
+    InertError,
+    InvalidValueError,
+    UnknownTagError,
+    WriteValueError,
+    _audit,  # noqa: E402
+)
 
 HERE = Path(__file__).resolve().parent
+
+# The parent's readers of worker bytes join the suite's no-execution guard (see conftest).
+_audit.watch_readers(inert.dali._receive_chunk, inert.dali._deserialize_batch, inert.dali._read_result)
 SECONDS = 60  # any single pipeline test; a hang fails instead of blocking the suite
 
 
