@@ -255,10 +255,12 @@ def test_sample_overlapping_the_meta_is_refused() -> None:
     _expect(written, inert.InvalidValueError, "shm-samples-meta", written.meta_offset, "samples[0].nbytes")
 
 
-def test_bool_bytes_other_than_0_and_1_are_refused() -> None:
-    written = Written(SIMPLE)
-    written.poke(SAMPLE_ALIGNMENT + 1, b"\x02")
-    _expect(written, inert.InvalidValueError, "shm-samples-meta", SAMPLE_ALIGNMENT, "samples[1]")
+@pytest.mark.parametrize("size", [2, 10_000])  # checked without numpy, and with it
+def test_bool_bytes_other_than_0_and_1_are_refused(size: int) -> None:
+    written = Written([np.zeros(3, np.float32), np.zeros(size, np.bool_)])
+    written.poke(SAMPLE_ALIGNMENT + size - 1, b"\x02")
+    exc = _expect(written, inert.InvalidValueError, "shm-samples-meta", SAMPLE_ALIGNMENT, "samples[1]")
+    assert exc.reason == "bool byte 2 is not 0 or 1"
 
 
 def test_zero_size_sample_with_a_shape_numpy_cannot_hold_is_refused() -> None:

@@ -52,6 +52,8 @@ MAX_SAMPLE_DEPTH = 64
 MAX_TEXT_BYTES = 64 * 1024
 # Largest array numpy can describe, zero-size ones included.
 _NUMPY_MAX_BYTES = (1 << 63) - 1
+# Bool arrays up to this size are checked without numpy.
+_SMALL_BOOL_BYTES = 4096
 # Where the fields of a CompletedTask sit in its encoding (after the type byte).
 _FIELD_OFFSETS = {"worker_id": 1, "context_i": 9, "scheduled_i": 17, "minibatch_i": 25, "meta": 33}
 
@@ -237,27 +239,35 @@ def read_result(chunk: MappedChunk, offset: int, size: int, expected: TaskHeader
     return message
 
 
-def _check_views(sample: dict[str, Any], path: str, data_end: int, view: memoryview, base: int) -> None:
-    kind = sample["kind"]
-    if kind != shm_samples_meta.SampleKind.ARRAY:
+def _check_views(sample: dict[str, Any], data_end: int, view: memoryview, base: int) -> None:
+    """Check what numpy needs of each array; the field path is added on the way out of an error."""
+    if sample["kind"] != shm_samples_meta.SampleKind.ARRAY:
         for i, item in enumerate(sample["items"]):
-            _check_views(item, f"{path}.items[{i}]", data_end, view, base)
+            try:
+                _check_views(item, data_end, view, base)
+            except InertError as exc:
+                raise exc.within(f"items[{i}]") from None
         return
     offset, nbytes = sample["offset"], sample["nbytes"]
     if offset + nbytes > data_end:
         raise InvalidValueError(
-            shm_samples_meta.FORMAT, base, f"{path}.nbytes", f"bytes {offset}..{offset + nbytes} overlap the meta at {data_end}"
+            shm_samples_meta.FORMAT, base, "nbytes", f"bytes {offset}..{offset + nbytes} overlap the meta at {data_end}"
         )
-    itemsize = _checks.dtype_itemsize(sample["dtype"]) or 1
-    span = itemsize
-    for dim in sample["shape"]:
-        span *= max(dim, 1)
-        if span > _NUMPY_MAX_BYTES:
-            raise LimitError(shm_samples_meta.FORMAT, base, f"{path}.shape", "larger than numpy can describe")
-    if sample["dtype"] == "|b1" and nbytes:
-        largest = int(np.frombuffer(view, np.uint8, count=nbytes, offset=offset).max())
+    if not nbytes:  # a non-empty array's shape multiplies out to nbytes, inside the chunk: numpy can hold it
+        itemsize = _checks.dtype_itemsize(sample["dtype"]) or 1
+        span = itemsize
+        for dim in sample["shape"]:
+            span *= max(dim, 1)
+            if span > _NUMPY_MAX_BYTES:
+                raise LimitError(shm_samples_meta.FORMAT, base, "shape", "larger than numpy can describe")
+    elif sample["dtype"] == "|b1":
+        if nbytes <= _SMALL_BOOL_BYTES:  # deleting the good bytes beats numpy's per-call cost on small arrays
+            bad = bytes(view[offset : offset + nbytes]).translate(None, b"\x00\x01")
+            largest = max(bad) if bad else 0
+        else:
+            largest = int(np.frombuffer(view, np.uint8, count=nbytes, offset=offset).max())
         if largest > 1:
-            raise InvalidValueError(shm_samples_meta.FORMAT, offset, path, f"bool byte {largest} is not 0 or 1")
+            raise InvalidValueError(shm_samples_meta.FORMAT, offset, "", f"bool byte {largest} is not 0 or 1")
 
 
 def _build_views(sample: dict[str, Any], buffer: Any) -> Any:
@@ -288,5 +298,8 @@ def read_samples(chunk: MappedChunk, meta: dict[str, int]) -> list[Any]:
         raise at_offset(exc, offset) from None
     samples = decoded["samples"]
     for i, sample in enumerate(samples):
-        _check_views(sample, f"samples[{i}]", offset, chunk.view, offset)
+        try:
+            _check_views(sample, offset, chunk.view, offset)
+        except InertError as exc:
+            raise exc.within(f"samples[{i}]") from None
     return [_build_views(sample, chunk.buffer) for sample in samples]
