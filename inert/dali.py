@@ -223,8 +223,11 @@ def _worker_entry(worker_args: Any) -> None:
 
     A ``spawn`` worker imports DALI afresh; this (importable) function is what
     its process unpickles and runs, so the worker speaks the parent's format.
+    A ``fork`` worker is already patched (and must not wait on a lock another
+    parent thread may have held when it forked).
     """
-    enable()
+    if not _originals:
+        enable()
     _dali.worker_modules.worker.worker(worker_args)
 
 
