@@ -274,6 +274,20 @@ def test_receive_times_out_and_then_gets_the_late_result(batch_pool: ShmWorkerPo
         assert_same(batch.samples, [np.zeros(1)])
 
 
+def test_a_zero_timeout_still_takes_a_result_that_has_arrived(batch_pool: ShmWorkerPool) -> None:
+    batch_pool.schedule_batch(None)
+    deadline = time.monotonic() + TIMEOUT
+    while True:  # a zero timeout that never read what arrived would loop until the deadline
+        try:
+            batch = batch_pool.receive(timeout=0)
+            break
+        except TimeoutError:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    with batch:
+        assert_same(batch.samples, [np.array(-1, np.int64)])
+
+
 def test_holding_every_chunk_is_reported_not_waited_on(batch_pool: ShmWorkerPool) -> None:
     held = []
     for _ in range(5):  # 2 workers x 2 chunks, and one more

@@ -118,7 +118,20 @@ class ShmWorkerPool:
     Each worker has ``chunks_per_worker`` chunks of ``chunk_size`` bytes to
     start with; a batch that does not fit grows its chunk up to
     ``max_chunk_size``.  ``timeout`` bounds the start-up handshake and every
-    :meth:`receive` that does not pass its own.
+    :meth:`receive` that does not pass its own.  ``backend`` picks the
+    shared memory (``"memfd"``, or the ``"file"`` fallback); by default memfd
+    where the kernel has it.  A pool is used from one thread.  The
+    underscored arguments make workers misbehave, for tests.
+
+    Example (batch mode; with ``spawn``, ``make_batch`` must be importable)::
+
+        def make_batch(info):
+            return [np.arange(4) * info.iteration, (np.zeros(2, np.bool_), [np.float32(1)])]
+
+        with ShmWorkerPool(make_batch, batch_mode=True, start_method="fork") as pool:
+            pool.schedule_batch(BatchInfo(iteration=3, epoch_idx=0))
+            with pool.receive() as batch:
+                total = int(batch.samples[0].sum())  # 18; copy what must outlive release()
     """
 
     def __init__(
@@ -278,12 +291,11 @@ class ShmWorkerPool:
         while head.outcome is None:
             if head.sent_to is None and not any(link.in_flight for link in self._links):
                 raise RuntimeError("every chunk holds an unreleased Batch: release() one before receiving more")
-            left = deadline - time.monotonic()
-            if left <= 0:
+            self._pump(max(0.0, deadline - time.monotonic()))  # reads what is there even when the time is up
+            if head.outcome is None and time.monotonic() >= deadline:
                 raise TimeoutError(
                     f"task {head.scheduled_i}: no result within {self.timeout if timeout is None else timeout:g} s"
                 )
-            self._pump(left)
         del self._tasks[head.scheduled_i]
         if isinstance(head.outcome, BaseException):
             raise head.outcome
