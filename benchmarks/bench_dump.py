@@ -1,0 +1,186 @@
+"""Save and load time of inert.dump against a per-row pickle dump written and read the same way.
+
+Rows have the shape of the selective-dump seed: 8192 int64 token ids and 8192
+float32 log-probs (96 KiB) and a small tag, sliced from one large batch as a
+rollout would hold them.  Both paths write one shard per owner in parallel
+(threads), fsync every file and the directory, and publish with one rename;
+both load by having each owner read only its byte ranges.  The baseline
+clones each row's tensors before pickling them (otherwise a slice pickles its
+whole batch) and unpickles each row on load, as the seed's V2 does.
+
+Runs alternate (inert, pickle, inert, ...) in one process and print the median
+of each and the ratio pickle / inert (above 1 means inert is faster)::
+
+    python benchmarks/bench_dump.py                         # 4,096 and 16,384 rows, 8 owners, load into 8 and 4
+    python benchmarks/bench_dump.py --rows 4096 --repeat 5
+    python benchmarks/bench_dump.py --no-sync               # page cache only
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pickle
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any
+
+import torch
+
+from inert.dump import Row, dump, load
+from inert.dump._publish import discard, publish, staging_dir
+
+TOKENS = 8192
+
+
+def make_rows(count: int) -> list[Row]:
+    ids = torch.randint(0, 150_000, (count, TOKENS), dtype=torch.int64)
+    logprobs = torch.randn(count, TOKENS, dtype=torch.float32)
+    return [
+        Row(f"rollout-{i}", i, {"input_ids": ids[i], "logprobs": logprobs[i]}, {"step": 7, "status": "partial", "turn": i % 5})
+        for i in range(count)
+    ]
+
+
+# -- the baseline: one pickle per row, per-owner shard files, a pickled index ---------------
+
+
+def _pickle_shard(path: str, rows: list[Row], sync: bool) -> list[tuple[int, int]]:
+    spans = []
+    with open(path, "wb") as out:
+        for row in rows:
+            # Clone so a row sliced from a batch does not pickle the whole batch.
+            record = {"global_index": row.global_index, "fields": {k: v.clone() for k, v in row.fields.items()}}
+            data = pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL)
+            spans.append((out.tell(), len(data)))
+            out.write(data)
+        out.flush()
+        if sync:
+            os.fsync(out.fileno())
+    return spans
+
+
+def pickle_dump(rows: list[Row], dest: str, owners: int, sync: bool) -> None:
+    staging = staging_dir(dest)
+    try:
+        by_owner: dict[int, list[Row]] = {}
+        for row in rows:
+            by_owner.setdefault(row.global_index % owners, []).append(row)
+        with ThreadPoolExecutor(max_workers=len(by_owner)) as pool:
+            futures = {
+                owner: pool.submit(_pickle_shard, os.path.join(staging, f"shard-{owner}.pkl"), part, sync)
+                for owner, part in by_owner.items()
+            }
+            shards = {owner: (f"shard-{owner}.pkl", [r.key for r in by_owner[owner]], f.result()) for owner, f in futures.items()}
+            index = {"keys": [(row.key, row.global_index, row.tag) for row in rows], "shards": shards}
+        with open(os.path.join(staging, "row_index.pkl"), "wb") as out:
+            pickle.dump(index, out, protocol=pickle.HIGHEST_PROTOCOL)
+            out.flush()
+            if sync:
+                os.fsync(out.fileno())
+        publish(staging, dest, sync)
+    except BaseException:
+        discard(staging)
+        raise
+
+
+def pickle_load(path: str, owners: int, batch_rows: int = 128) -> list[list[Row]]:
+    with open(os.path.join(path, "row_index.pkl"), "rb") as handle:
+        index = pickle.load(handle)
+    tags = {key: (gi, tag) for key, gi, tag in index["keys"]}
+    plan: list[list[tuple[int, str, int, int]]] = [[] for _ in range(owners)]
+    fds = []
+    for _owner, (name, keys, spans) in sorted(index["shards"].items()):
+        fd = os.open(os.path.join(path, name), os.O_RDONLY)
+        fds.append(fd)
+        for key, (offset, length) in zip(keys, spans, strict=True):
+            plan[tags[key][0] % owners].append((fd, key, offset, length))
+
+    def run(owner: int) -> list[Row]:
+        out = []
+        locs = plan[owner]
+        for start in range(0, len(locs), batch_rows):
+            for fd, key, offset, length in locs[start : start + batch_rows]:
+                record = pickle.loads(os.pread(fd, length, offset))
+                out.append(Row(key, tags[key][0], record["fields"], tags[key][1]))
+        return out
+
+    try:
+        with ThreadPoolExecutor(max_workers=owners) as pool:
+            return list(pool.map(run, range(owners)))
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+# -- the runs --------------------------------------------------------------------------------
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - start, result
+
+
+def _check(rows: list[Row], loaded: list[list[Row]]) -> None:
+    got = {row.key: row for part in loaded for row in part}
+    assert len(got) == len(rows)
+    for row in rows[:: max(1, len(rows) // 64)]:
+        other = got[row.key]
+        assert other.tag == row.tag and other.global_index == row.global_index
+        assert all(torch.equal(other.fields[k], v) for k, v in row.fields.items())
+
+
+def bench(count: int, owners: int, load_owners: list[int], repeat: int, sync: bool, root: str) -> None:
+    rows = make_rows(count)
+    gib = sum(v.numel() * v.element_size() for r in rows for v in r.fields.values()) / (1 << 30)
+    times: dict[str, list[float]] = {}
+    for run in range(repeat):
+        for name in ("inert", "pickle"):
+            dest = os.path.join(root, f"{name}-{count}-{run}")
+            if name == "inert":
+                elapsed, _ = _timed(partial(dump, rows, dest, partition_id="train", owners=owners, sync=sync))
+            else:
+                elapsed, _ = _timed(partial(pickle_dump, rows, dest, owners, sync))
+            times.setdefault(f"{name} save", []).append(elapsed)
+            for target in load_owners:
+                if name == "inert":
+                    elapsed, loaded = _timed(lambda d=dest, t=target: load(d, owners=t).rows_by_owner)
+                else:
+                    elapsed, loaded = _timed(partial(pickle_load, dest, target))
+                times.setdefault(f"{name} load {owners}->{target}", []).append(elapsed)
+                _check(rows, loaded)
+                del loaded
+            shutil.rmtree(dest)
+    print(f"\n{count} rows ({gib:.2f} GiB), {owners} owners, median of {repeat}, fsync {'on' if sync else 'off'}")
+    print(f"{'':22}{'inert':>10}{'pickle':>10}{'pickle/inert':>14}")
+    for op in ["save"] + [f"load {owners}->{t}" for t in load_owners]:
+        ours = statistics.median(times[f"inert {op}"])
+        theirs = statistics.median(times[f"pickle {op}"])
+        print(f"{op:22}{ours:>9.3f}s{theirs:>9.3f}s{theirs / ours:>13.2f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, nargs="+", default=[4096, 16384])
+    parser.add_argument("--owners", type=int, default=8)
+    parser.add_argument("--load-owners", type=int, nargs="+", default=[8, 4])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--no-sync", action="store_true", help="skip fsync (page cache only)")
+    parser.add_argument("--dir", default=None, help="where to write (default: a temporary directory)")
+    args = parser.parse_args()
+    root = tempfile.mkdtemp(prefix="bench-dump-", dir=args.dir)
+    try:
+        for count in args.rows:
+            bench(count, args.owners, args.load_owners, args.repeat, not args.no_sync, root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,223 @@
+"""Writing a dump: each owner writes its own shard in parallel; the caller only assembles metadata."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import torch
+
+from inert._codec_runtime import file_header
+from inert._errors import WriteTypeError, WriteValueError
+from inert.codecs import dump_manifest as manifest_codec
+from inert.codecs import dump_shard as shard_codec
+from inert.torch._compat import dtype_name
+from inert.torch._writer import tensor_bytes
+
+from ._manifest import FIRST_RECORD, MANIFEST_NAME
+from ._model import NESTED, DumpReport, FieldSpec, Row
+from ._publish import discard, publish, staging_dir
+from ._schema import infer_schema, schema_entries
+
+__all__ = ["dump", "shard_name"]
+
+_ALIGN = 64
+_COUNT_SIZE = 4
+#: Parts below this size are joined before writing.
+_SMALL = 4096
+#: Parts gathered before each write-out (bounds the memory held by joined headers).
+_BATCH_PARTS = 1024
+
+
+def shard_name(owner: int) -> str:
+    return f"shard-{owner:05d}.bin"
+
+
+def _write_all(fd: int, parts: list[Any]) -> None:
+    """Write ``parts`` in order: small ones joined into one buffer, large ones straight from their memory.
+
+    One write() per large payload: measured here, writev() over many buffers
+    runs at a fifth of the speed of plain write() calls into the page cache.
+    """
+    small: list[Any] = []
+    for part in parts:
+        if len(part) < _SMALL:
+            small.append(part)
+            continue
+        if small:
+            _write_view(fd, memoryview(b"".join(small)))
+            small.clear()
+        _write_view(fd, memoryview(part))
+    if small:
+        _write_view(fd, memoryview(b"".join(small)))
+
+
+def _write_view(fd: int, view: memoryview) -> None:
+    while view:  # write() may write less than asked
+        view = view[os.write(fd, view) :]
+
+
+def _row_value(row: Row, order: Sequence[tuple[int, str]], keep: list[Any]) -> dict[str, Any]:
+    """The ``RowRecord`` of ``row``; ``keep`` holds the contiguous copies the byte views point into."""
+    fields = []
+    for _, name in order:
+        value = row.fields[name]
+        if isinstance(value, torch.Tensor):
+            if value.layout != torch.strided:
+                raise TypeError(f"row {row.key!r}: field {name!r}: {value.layout} tensors cannot be dumped; densify them first")
+            # A row sliced from a batch is a view: only its own bytes are written.
+            flat, data = tensor_bytes(value)
+            keep.append(flat)
+            body = {"kind": "TENSOR", "dtype": dtype_name(value.dtype, name), "shape": list(value.shape), "data": data}
+        else:
+            body = {"kind": "VALUE", "value": value}
+        fields.append({"name": name, "body": body})
+    return {"global_index": row.global_index, "fields": fields}
+
+
+def _field_error(exc: WriteTypeError | WriteValueError, row: Row, order: list[tuple[int, str]]) -> Exception:
+    """The write error of a record, its path spelled with the row's key and the field's name."""
+    match = re.match(r"fields\[(\d+)\]\.body\.(?:value|data|shape|dtype)?(.*)", exc.field)
+    path = f"row {row.key!r}" + (f".{order[int(match[1])][1]}{match[2]}" if match else f".{exc.field}")
+    return type(exc)(exc.format, path, exc.reason)
+
+
+def _write_shard(path: str, rows: list[Row], orders: list[list[tuple[int, str]]], sync: bool) -> tuple[list[int], list[int]]:
+    """Write one owner's shard file; return each record's offset and length."""
+    offsets, lengths = [], []
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    try:
+        head = file_header(shard_codec.MAGIC, shard_codec.LATEST) + len(rows).to_bytes(_COUNT_SIZE, "little")
+        pending: list[Any] = [head]
+        pos = len(head)
+        keep: list[Any] = []
+        for row, order in zip(rows, orders, strict=True):
+            pad = -pos % _ALIGN
+            if pad:
+                pending.append(bytes(pad))
+                pos += pad
+            try:
+                parts = shard_codec.encode_record_parts(_row_value(row, order, keep))
+            except (WriteTypeError, WriteValueError) as exc:
+                raise _field_error(exc, row, order) from None
+            length = sum(len(p) for p in parts)
+            offsets.append(pos)
+            lengths.append(length)
+            pending.extend(parts)
+            pos += length
+            if len(pending) >= _BATCH_PARTS:
+                _write_all(fd, pending)
+                pending.clear()
+                keep.clear()
+        _write_all(fd, pending)
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    return offsets, lengths
+
+
+def _key_entry(row: Row, order: list[tuple[int, str]], specs: list[FieldSpec]) -> dict[str, Any]:
+    nested = [list(row.fields[name].shape) for index, name in order if specs[index].layout == NESTED]
+    return {
+        "key": row.key,
+        "global_index": row.global_index,
+        "fields": [index for index, _ in order],
+        "nested_shapes": nested,
+        "tag": row.tag,
+    }
+
+
+def dump(
+    rows: Iterable[Row],
+    dump_dir: str | os.PathLike[str],
+    *,
+    partition_id: str = "",
+    owners: int = 1,
+    owner_of: Callable[[Row], int] | None = None,
+    threads: int | None = None,
+    sync: bool = True,
+) -> DumpReport:
+    """Dump ``rows`` into the new directory ``dump_dir``: one shard per owner, written in parallel.
+
+    Each row goes to owner ``owner_of(row)`` (default: ``global_index % owners``).
+    The dump is staged beside ``dump_dir`` and published by one rename once
+    every file and directory is synced; an existing ``dump_dir`` is refused.
+
+    >>> import torch, tempfile, os
+    >>> from inert.dump import Row, dump, load
+    >>> rows = [Row(f"k{i}", i, {"ids": torch.arange(4) + i}, {"step": i}) for i in range(3)]
+    >>> report = dump(rows, os.path.join(tempfile.mkdtemp(), "d"), owners=2)
+    >>> (report.keys, report.shards)
+    (3, 2)
+    """
+    dest = os.fspath(dump_dir)
+    rows = list(rows)
+    if owners < 1:
+        raise ValueError(f"owners must be at least 1, got {owners}")
+    keys: set[str] = set()
+    for row in rows:
+        if not isinstance(row.key, str):
+            raise TypeError(f"row keys must be str, got {type(row.key).__name__}")
+        if row.key in keys:
+            raise ValueError(f"key {row.key!r} appears twice; a dump holds each key once")
+        keys.add(row.key)
+    specs = infer_schema(rows)
+    position = {spec.name: index for index, spec in enumerate(specs)}
+    orders = [sorted((position[name], name) for name in row.fields) for row in rows]
+    by_owner: dict[int, list[int]] = {}
+    for index, row in enumerate(rows):
+        owner = owner_of(row) if owner_of is not None else row.global_index % owners
+        if not isinstance(owner, int) or owner < 0:
+            raise ValueError(f"row {row.key!r}: owner {owner!r} is not a non-negative int")
+        by_owner.setdefault(owner, []).append(index)
+    manifest: dict[str, Any] = {
+        "partition_id": partition_id,
+        "fields": schema_entries(specs),
+        "keys": [_key_entry(row, order, specs) for row, order in zip(rows, orders, strict=True)],
+        "shards": [],
+    }
+    staging = staging_dir(dest)
+    try:
+        owner_ids = sorted(by_owner)
+        with ThreadPoolExecutor(max_workers=max(1, min(len(owner_ids), threads or len(owner_ids)))) as pool:
+            futures = [
+                pool.submit(
+                    _write_shard, os.path.join(staging, shard_name(owner)),
+                    [rows[i] for i in by_owner[owner]], [orders[i] for i in by_owner[owner]], sync,
+                )
+                for owner in owner_ids
+            ]
+            results = [future.result() for future in futures]
+        total = 0
+        for owner, (offsets, lengths) in zip(owner_ids, results, strict=True):
+            manifest["shards"].append(
+                {"file": shard_name(owner), "owner": owner, "rows": by_owner[owner], "offsets": offsets, "lengths": lengths}
+            )
+            total += (offsets[-1] + lengths[-1]) if offsets else FIRST_RECORD
+        try:
+            data = manifest_codec.encode_parts(manifest)
+        except (WriteTypeError, WriteValueError) as exc:
+            raise type(exc)(exc.format, exc.field, exc.reason) from None
+        fd = os.open(os.path.join(staging, MANIFEST_NAME), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        try:
+            _write_all(fd, data)
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        total += sum(len(p) for p in data)
+        publish(staging, dest, sync)
+    except BaseException:
+        discard(staging)
+        raise
+    return DumpReport(
+        path=dest,
+        keys=len(rows),
+        rows_with_data=sum(1 for row in rows if row.fields),
+        shards=len(owner_ids),
+        bytes=total,
+    )
