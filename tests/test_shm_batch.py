@@ -13,6 +13,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 from inert.codecs import shm_descriptor, shm_message
 
 import inert
@@ -483,3 +486,34 @@ def test_kernels_without_memfd_fall_back_to_unlinked_files(monkeypatch: pytest.M
 
 def test_memfd_is_the_default_where_the_kernel_has_it() -> None:
     assert default_backend() is MemoryBackend.MEMFD
+
+
+_leaf_arrays = hnp.arrays(
+    dtype=st.sampled_from([np.dtype(d) for d in DTYPES]),
+    shape=hnp.array_shapes(min_dims=0, max_dims=4, min_side=0, max_side=4),
+)
+_samples = st.recursive(
+    _leaf_arrays,
+    lambda inner: st.lists(inner, max_size=3) | st.lists(inner, max_size=3).map(tuple),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_samples, max_size=6))
+def test_any_batch_of_arrays_tuples_and_lists_round_trips(batch: list[Any]) -> None:
+    got = Written(batch).read()
+    assert len(got) == len(batch)
+    for g, w in zip(got, batch, strict=True):
+        _assert_same_bits(g, w)
+
+
+def _assert_same_bits(got: Any, want: Any) -> None:
+    # Compared byte for byte: NaNs and signed zeros must come back as they went.
+    if isinstance(want, (tuple, list)):
+        assert type(got) is type(want) and len(got) == len(want)
+        for g, w in zip(got, want, strict=True):
+            _assert_same_bits(g, w)
+        return
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert got.tobytes() == np.ascontiguousarray(want).tobytes()
