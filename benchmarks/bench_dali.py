@@ -2,7 +2,8 @@
 
 Runs alternate (adapter, pickle, adapter, ...) in one process, each with a
 fresh pipeline and worker pool, and prints the median samples per second of
-each path and their ratio (adapter / pickle; 1.0 means equal speed).
+each path, their ratio (adapter / pickle; 1.0 means equal speed), and the CPU
+time per sample of the parent and of the workers (less sensitive to other load).
 
     python benchmarks/bench_dali.py                  # defaults: small samples, where messages weigh most
     python benchmarks/bench_dali.py --vary-shapes    # no two batches alike: every meta encoded and decoded
@@ -12,6 +13,7 @@ each path and their ratio (adapter / pickle; 1.0 means equal speed).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -42,9 +44,25 @@ class Source:
         return arrays if len(arrays) > 1 else arrays[0]
 
 
-def throughput(args: argparse.Namespace, adapter: bool) -> tuple[float, float]:
-    """Samples per second of one fresh pipeline, with or without the adapter, and the
-    parent's CPU time per sample in microseconds (all its threads)."""
+def _workers_cpu(pids: list[int]) -> float:
+    """CPU seconds the worker processes used so far (Linux /proc; 0 elsewhere)."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def throughput(args: argparse.Namespace, adapter: bool) -> tuple[float, float, float]:
+    """Samples per second of one fresh pipeline, with or without the adapter, and the CPU
+    time per sample in microseconds of the parent (all its threads) and of the workers.
+
+    CPU time per sample is what the path costs; samples per second also depends
+    on whatever else the machine runs."""
     if adapter:
         inert.dali.enable()
     else:
@@ -65,17 +83,19 @@ def throughput(args: argparse.Namespace, adapter: bool) -> tuple[float, float]:
         pipe.build()
         for _ in range(args.warmup):
             pipe.run()
-        start, cpu_start = time.perf_counter(), time.process_time()
+        pids = pipe._py_pool.pids()
+        start, cpu_start, workers_start = time.perf_counter(), time.process_time(), _workers_cpu(pids)
         for _ in range(args.iterations):
             pipe.run()
         elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+        workers = _workers_cpu(pids) - workers_start
     finally:
         pool = getattr(pipe, "_py_pool", None)
         if pool is not None:
             pool.close()
         pipe._shutdown()
     samples = args.iterations * args.batch_size
-    return samples / elapsed, cpu / samples * 1e6
+    return samples / elapsed, cpu / samples * 1e6, workers / samples * 1e6
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,13 +113,15 @@ def main(argv: list[str] | None = None) -> int:
 
     runs: dict[bool, list[float]] = {True: [], False: []}
     cpu: dict[bool, list[float]] = {True: [], False: []}
+    workers_cpu: dict[bool, list[float]] = {True: [], False: []}
     for repeat in range(args.repeats):
         # Alternate which path goes first so drift (thermal, other load) hits both alike.
         order = (True, False) if repeat % 2 == 0 else (False, True)
         for adapter in order:
-            rate, cpu_per_sample = throughput(args, adapter)
+            rate, parent_cpu, worker_cpu = throughput(args, adapter)
             runs[adapter].append(rate)
-            cpu[adapter].append(cpu_per_sample)
+            cpu[adapter].append(parent_cpu)
+            workers_cpu[adapter].append(worker_cpu)
     inert.dali.disable()
 
     shape = "x".join(map(str, args.shape))
@@ -112,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         values = runs[adapter]
         print(
             f"  {label:12s} median {statistics.median(values):10,.0f} samples/s, "
-            f"parent CPU {statistics.median(cpu[adapter]):6.2f} us/sample   runs: " + ", ".join(f"{v:,.0f}" for v in values)
+            f"CPU us/sample parent {statistics.median(cpu[adapter]):5.2f} workers {statistics.median(workers_cpu[adapter]):5.2f}"
+            "   runs: " + ", ".join(f"{v:,.0f}" for v in values)
         )
     ratio = statistics.median(runs[True]) / statistics.median(runs[False])
     paired = statistics.median(a / b for a, b in zip(runs[True], runs[False], strict=True))
