@@ -6,7 +6,10 @@ version, with these; ``_generate_vectors.py`` writes them to ``corpus/``.
 
 from __future__ import annotations
 
+import copy as copy_module
+import json
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,3 +79,54 @@ class Corpus:
         n = len(piece.data)
         for k in range(n):
             self.reject(f"Truncated{label}{k:03d}", f"the first {k} of the {n} bytes of {what}", piece.data[:k], "truncated")
+
+    def malformed_values(self, label: str, what: str, value: Any) -> None:
+        """For every field of ``value``: without it, and with a value of the wrong type; writers refuse both.
+
+        The wrong type is an empty list, or an empty object where a list belongs: no field of any
+        format accepts either there.
+        """
+        for path, sub in _paths(value):
+            name, where = _camel(path), _dotted(path)
+            if isinstance(path[-1], str):
+                missing = _replaced(value, path, _MISSING)
+                self.refuse_write(f"{label}Missing{name}", f"{what} without {where}", missing, "write-type")
+            wrong: Any = {} if isinstance(sub, list) else []
+            mistyped = _replaced(value, path, wrong)
+            self.refuse_write(f"{label}Mistyped{name}", f"{what} with {json.dumps(wrong)} as {where}", mistyped, "write-type")
+
+
+_MISSING = object()
+Path = tuple[Any, ...]
+
+
+def _paths(value: Any, path: Path = ()) -> Iterator[tuple[Path, Any]]:
+    """(path, value) of every field and list element below ``value``, depth first."""
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, sub in items:
+        yield (*path, key), sub
+        yield from _paths(sub, (*path, key))
+
+
+def _replaced(value: Any, path: Path, new: Any) -> Any:
+    """A copy of ``value`` with the item at ``path`` replaced by ``new`` (removed when it is ``_MISSING``)."""
+    copy = copy_module.deepcopy(value)
+    parent = copy
+    for key in path[:-1]:
+        parent = parent[key]
+    if new is _MISSING:
+        del parent[path[-1]]
+    else:
+        parent[path[-1]] = new
+    return copy
+
+
+def _camel(path: Path) -> str:
+    return "".join(str(key) if isinstance(key, int) else "".join(p.title() for p in key.split("_")) for key in path)
+
+
+def _dotted(path: Path) -> str:
+    text = ""
+    for key in path:
+        text += f"[{key}]" if isinstance(key, int) else (f".{key}" if text else key)
+    return text

@@ -73,12 +73,6 @@ def build() -> Corpus:
     c.reject("TrailingByte", "33 bytes: one after the descriptor", rep.data + b"\x00", "trailing-bytes")
     refusals: list[tuple[str, str, Any, str]] = [
         ("NotAnObject", "a list where a descriptor belongs", [1, 3, 8192, 4096, 100], "write-type"),
-        (
-            "MissingField",
-            "a descriptor without num_bytes",
-            {k: v for k, v in rep.value.items() if k != "num_bytes"},
-            "write-type",
-        ),
         ("WorkerIdBool", "true as the worker id", {**rep.value, "worker_id": True}, "write-type"),
         ("WorkerIdString", "a string as the worker id", {**rep.value, "worker_id": "1"}, "write-type"),
         ("WorkerIdNegative", "worker id -1", {**rep.value, "worker_id": -1}, "write-value"),
@@ -89,6 +83,7 @@ def build() -> Corpus:
     ]
     for name, what, value, kind in refusals:
         c.refuse_write(name, what, value, kind)
+    c.malformed_values("Representative", "the representative descriptor", rep.value)
     c.truncations("Representative", "the representative descriptor", rep)
     return c
 

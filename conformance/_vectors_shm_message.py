@@ -313,6 +313,12 @@ def build() -> Corpus:
     c.reject("ZipArchive", "the start of a zip archive, as torch.save writes", b"PK\x03\x04" + bytes(26), "unknown-tag")
 
     _message_writes(c, rep_range.value, rep_completed.value)
+    c.malformed_values("ScheduledRange", "a scheduled sample-range task", rep_range.value)
+    c.malformed_values("ScheduledBatchInfo", "a scheduled batch task with a BatchInfo", rep_batch.value)
+    c.malformed_values(
+        "ScheduledBatchInt", "a scheduled batch task with an int argument", scheduled(task_batch(args_int(-2))).value
+    )
+    c.malformed_values("Completed", "a result with meta, an exception and a traceback", rep_completed.value)
 
     c.truncations("ScheduledRange", "a scheduled sample-range task", rep_range)
     c.truncations("ScheduledBatch", "a scheduled batch task with a BatchInfo", rep_batch)
@@ -329,7 +335,6 @@ def _message_writes(c: Corpus, sched: dict[str, Any], done: dict[str, Any]) -> N
     batch_task = scheduled(task_batch(args_int(1))).value
     refusals: list[tuple[str, str, Any, str]] = [
         ("NotAnObject", "a list where a message belongs", [], "write-type"),
-        ("MissingType", "a message without its type", {}, "write-type"),
         ("TypeUnknownName", "a message type that is not a MessageType name", {**done, "type": "NOPE"}, "write-value"),
         ("TypeUnknownNumber", "a message type number the enum lacks", {**done, "type": 3}, "write-value"),
         ("TypeBool", "true as the message type", {**done, "type": True}, "write-type"),
@@ -338,7 +343,6 @@ def _message_writes(c: Corpus, sched: dict[str, Any], done: dict[str, Any]) -> N
         ("CounterString", "a string as an int64 counter", {**sched, "context_i": "1"}, "write-type"),
         ("CounterAboveInt64", "2**63 as an int64 counter", {**done, "worker_id": I64_MAX + 1}, "write-value"),
         ("CounterBelowInt64", "-2**63-1 as an int64 counter", {**done, "minibatch_i": I64_MIN - 1}, "write-value"),
-        ("MissingCounter", "a result without minibatch_i", {k: v for k, v in done.items() if k != "minibatch_i"}, "write-type"),
         ("TaskNotObject", "a string where the task belongs", {**sched, "task": "BATCH"}, "write-type"),
         (
             "TaskKindUnknown",
@@ -371,6 +375,12 @@ def _message_writes(c: Corpus, sched: dict[str, Any], done: dict[str, Any]) -> N
             "write-type",
         ),
         ("MetaNotObject", "a string as the batch meta", {**done, "meta": "x"}, "write-type"),
+        (
+            "StopIterationMessageMissing",
+            "a StopIteration without its message",
+            {**done, "exception": {"kind": "STOP_ITERATION"}},
+            "write-type",
+        ),
         ("MetaNegative", "a negative batch offset", {**done, "meta": {"offset": -1, "size": 0}}, "write-value"),
         ("MetaOverflows", "batch meta whose end is 2**64", {**done, "meta": {"offset": U64_MAX, "size": 1}}, "write-value"),
         (
@@ -379,7 +389,6 @@ def _message_writes(c: Corpus, sched: dict[str, Any], done: dict[str, Any]) -> N
             {**done, "exception": {"kind": "RUNTIME_ERROR", "message": 5}},
             "write-type",
         ),
-        ("MessageMissing", "a runtime error without its message", {**done, "exception": {"kind": "RUNTIME_ERROR"}}, "write-type"),
         ("TracebackBytes", "bytes as the traceback", {**done, "traceback": {"$bytes": "eA=="}}, "write-type"),
     ]
     for name, what, value, kind in refusals:

@@ -264,9 +264,7 @@ def build() -> Corpus:
     c.reject("TrailingByte", "one byte after a complete batch", rep.data + b"\x00", "trailing-bytes")
     array_value = array("<f4", [2, 3]).value
     refusals: list[tuple[str, str, Any, str]] = [
-        ("SamplesNotList", "an object where the list of samples belongs", {"samples": {}}, "write-type"),
         ("KindUnknown", "a sample kind that is not a SampleKind", {"samples": [{"kind": "SET", "items": []}]}, "write-value"),
-        ("ItemsMissing", "a tuple without its items", {"samples": [{"kind": "TUPLE"}]}, "write-type"),
         ("DtypeRefused", "an object dtype", {"samples": [{**array_value, "dtype": "|O", "nbytes": 48}]}, "write-value"),
         (
             "DtypeTooLong",
@@ -297,9 +295,22 @@ def build() -> Corpus:
             "write-value",
         ),
         ("DepthOverLimit", f"an array nested at level {MAX_DEPTH + 1}", batch([nested(MAX_DEPTH + 1)]).value, "write-value"),
+        (
+            "DepthOverLimitLists",
+            f"an array nested in lists at level {MAX_DEPTH + 1}",
+            batch([nested(MAX_DEPTH + 1, "LIST")]).value,
+            "write-value",
+        ),
+        (
+            "BadItemInList",
+            "a list holding an array with a refused dtype",
+            {"samples": [{"kind": "LIST", "items": [{**array("|u1", [1]).value, "dtype": "|O"}]}]},
+            "write-value",
+        ),
     ]
     for name, what, value, kind in refusals:
         c.refuse_write(name, what, value, kind)
+    c.malformed_values("Representative", "the representative batch", rep.value)
     c.truncations("Representative", "the representative batch", rep)
     return c
 

@@ -381,8 +381,9 @@ KNOWN_UNSHIPPED = {
 
 def test_wheel_ships_the_suite_and_its_runner_works_outside_the_tree(tmp_path: Path, c_reader: str) -> None:
     root = CONFORMANCE.parent
-    tracked = subprocess.run(["git", "ls-files", "conformance"], cwd=root, capture_output=True, text=True, check=True)
-    expected = {line.removeprefix("conformance/") for line in tracked.stdout.splitlines()}
+    listing = ["git", "ls-files", "--cached", "--others", "--exclude-standard", "conformance"]
+    files = subprocess.run(listing, cwd=root, capture_output=True, text=True, check=True).stdout.splitlines()
+    expected = {name.removeprefix("conformance/") for name in files if (root / name).is_file()}
     # Build from a copy: concurrent builds in the checkout would share its build/ folder.
     source = tmp_path / "src"
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
