@@ -67,6 +67,8 @@ _AT_WORKER_ID, _AT_CONTEXT_I, _AT_SCHEDULED_I, _AT_MINIBATCH_I, _AT_META = 1, 9,
 _DESCRIPTOR = struct.Struct("<iiQQQ")
 
 _SampleKind = shm_samples_meta.SampleKind
+_ARRAY = _SampleKind.ARRAY
+_ndarray = np.ndarray
 _MessageType = shm_message.MessageType
 _TaskKind = shm_message.TaskKind
 _BatchArgKind = shm_message.BatchArgKind
@@ -515,12 +517,22 @@ def _dtype(text: str) -> np.dtype[Any]:
     return dtype
 
 
-def _build(view: memoryview, sample: dict[str, Any]) -> Any:
-    kind = sample["kind"]
-    if kind == _SampleKind.ARRAY:
-        return np.ndarray(sample["shape"], _dtype(sample["dtype"]), buffer=view, offset=sample["offset"])
-    items = [_build(view, item) for item in sample["items"]]
-    return tuple(items) if kind == _SampleKind.TUPLE else items
+def _build(view: memoryview, samples: list[dict[str, Any]]) -> list[Any]:
+    """The arrays (over ``view``), tuples and lists ``samples`` describe.
+
+    Runs once per sample of every batch: array samples are built inline.
+    """
+    built: list[Any] = []
+    for sample in samples:
+        kind = sample["kind"]
+        if kind == _ARRAY:
+            text = sample["dtype"]
+            dtype = _dtypes.get(text) or _dtype(text)
+            built.append(_ndarray(sample["shape"], dtype, buffer=view, offset=sample["offset"]))
+        else:
+            items = _build(view, sample["items"])
+            built.append(tuple(items) if kind == _SampleKind.TUPLE else items)
+    return built
 
 
 def _deserialize_batch(buffer: Any, batch_meta: Any) -> list[Any]:
@@ -539,7 +551,7 @@ def _deserialize_batch(buffer: Any, batch_meta: Any) -> list[Any]:
         )
     view = buffer.buf
     samples = _decode_samples_meta(bytes(view[start : start + size]), capacity)
-    return [_build(view, sample) for sample in samples]
+    return _build(view, samples)
 
 
 def _decode_samples_meta(data: bytes, chunk_size: int) -> list[dict[str, Any]]:
