@@ -351,6 +351,22 @@ def test_start_refuses_a_worker_that_speaks_another_version(start_method: str) -
     assert "worker speaks 2, the parent 1" in str(caught.value)
 
 
+def test_a_callback_spawn_cannot_send_fails_at_start_and_leaks_nothing() -> None:
+    import gc
+    import warnings
+
+    counts = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        for _ in range(2):  # the first start may open multiprocessing's own lasting descriptors
+            with pytest.raises(Exception, match="pickle|attribute lookup"):
+                ShmWorkerPool(lambda info: np.zeros(1), num_workers=2, start_method="spawn", timeout=TIMEOUT)
+            gc.collect()
+            counts.append(len(os.listdir("/proc/self/fd")))
+    assert counts[1] == counts[0]
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []  # closed, not collected
+
+
 # -- a worker that dies --------------------------------------------------------------
 
 

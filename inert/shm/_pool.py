@@ -190,6 +190,9 @@ class ShmWorkerPool:
                 )
                 try:
                     process.start()
+                except BaseException:
+                    parent_end.close()
+                    raise
                 finally:
                     worker_end.close()
                 parent_end.settimeout(timeout)  # bounds sends to a worker that stopped reading
