@@ -399,8 +399,10 @@ def _run_worker_answer(sock: socket.socket, versions: dict[str, tuple[int, ...]]
 
 
 @pytest.mark.parametrize("format_name", sorted(FORMAT_VERSIONS))
-def test_handshake_refuses_a_version_mismatch(format_name: str) -> None:
+def test_handshake_refuses_a_version_mismatch(format_name: str, request: pytest.FixtureRequest) -> None:
     parent, worker = socket_pair()
+    request.addfinalizer(parent.close)
+    request.addfinalizer(worker.close)
     versions = {**FORMAT_VERSIONS, format_name: (1, 2)}
     agreed: list[bool] = []
     thread = threading.Thread(target=_run_worker_answer, args=(worker, versions, agreed))
@@ -413,8 +415,10 @@ def test_handshake_refuses_a_version_mismatch(format_name: str) -> None:
     assert "worker speaks 2, the parent 1" in str(caught.value)
 
 
-def test_handshake_agrees_on_equal_versions() -> None:
+def test_handshake_agrees_on_equal_versions(request: pytest.FixtureRequest) -> None:
     parent, worker = socket_pair()
+    request.addfinalizer(parent.close)
+    request.addfinalizer(worker.close)
     agreed: list[bool] = []
     thread = threading.Thread(target=_run_worker_answer, args=(worker, dict(FORMAT_VERSIONS), agreed))
     thread.start()
@@ -423,8 +427,10 @@ def test_handshake_agrees_on_equal_versions() -> None:
     assert agreed == [True]
 
 
-def test_handshake_with_something_that_is_not_a_channel() -> None:
+def test_handshake_with_something_that_is_not_a_channel(request: pytest.FixtureRequest) -> None:
     parent, worker = socket_pair()
+    request.addfinalizer(parent.close)
+    request.addfinalizer(worker.close)
     worker.sendall(bytes((FrameKind.HELLO,)) + b"\x80\x04K\x03." + b"\x00" * 19)  # a pickle where HELLO belongs
     with pytest.raises(inert.InvalidValueError, match="hello.magic"):
         propose(parent, 5.0)
