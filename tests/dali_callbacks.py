@@ -43,6 +43,18 @@ def batch_nested(info: Any) -> tuple[list[np.ndarray], tuple[np.ndarray, ...]]:
     return first, second
 
 
+def batch_iteration(iteration: int) -> list[np.ndarray]:
+    """Batch mode without BatchInfo: DALI passes the iteration as an int."""
+    assert type(iteration) is int
+    return [np.array([iteration, i], np.int64) for i in range(BATCH)]
+
+
+def batch_generator() -> Iterator[list[np.ndarray]]:
+    """A generator function: its batches are scheduled with no argument at all."""
+    for iteration in range(1000):
+        yield [np.array([-iteration, i], np.int32) for i in range(BATCH)]
+
+
 def finite(info: Any) -> np.ndarray:
     """Sample mode over an epoch of EPOCH_SAMPLES samples."""
     if info.idx_in_epoch >= EPOCH_SAMPLES:

@@ -111,6 +111,8 @@ SOURCES = [
     {"source": cb.sample_pair, "batch": False, "num_outputs": 2},
     {"source": cb.batch_info, "batch": True, "batch_info": True},
     {"source": cb.batch_nested, "batch": True, "batch_info": True, "num_outputs": 2},
+    {"source": cb.batch_iteration, "batch": True},
+    {"source": cb.batch_generator, "batch": True},
 ]
 
 
@@ -123,6 +125,8 @@ def _expected(iteration: int) -> list[list[Any]]:
         [[iteration, 0, i] for i in range(cb.BATCH)],
         [[iteration] * (i + 1) for i in range(cb.BATCH)],
         [i / 2 for i in range(cb.BATCH)],
+        [[iteration, i] for i in range(cb.BATCH)],
+        [[-iteration, i] for i in range(cb.BATCH)],
     ]
 
 
