@@ -51,6 +51,12 @@ _audit.watch_readers(inert.dali._receive_chunk, inert.dali._deserialize_batch, i
 SECONDS = 60  # any single pipeline test; a hang fails instead of blocking the suite
 
 
+@pytest.fixture(autouse=True)
+def dalis_own_path_first() -> None:
+    """Each test starts from DALI's own functions, whatever ran before it in this process."""
+    inert.dali.disable()
+
+
 @pytest.fixture
 def adapter() -> Iterator[None]:
     """The adapter enabled for one test, with a watchdog against hangs."""
