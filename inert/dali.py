@@ -116,13 +116,15 @@ def enable() -> None:
     with _lock:
         if _originals:
             return
-        patches = _patches(_load_dali())
+        dali = _load_dali()
+        unlike = f"this nvidia.dali {dali.version} build differs from the supported releases {', '.join(SUPPORTED_VERSIONS)}"
+        try:
+            patches = _patches(dali)
+        except AttributeError as exc:
+            raise _RefusedVersion(f"inert.dali: {exc}; {unlike}") from None
         for owner, name, _ in patches:
-            if not hasattr(owner, name):
-                raise _RefusedVersion(
-                    f"inert.dali: nvidia.dali {_dali.version} lacks {getattr(owner, '__name__', owner)}.{name}; "
-                    f"this DALI build differs from the supported releases {', '.join(SUPPORTED_VERSIONS)}"
-                )
+            if name not in vars(owner):  # defined there, not inherited: that is what gets replaced
+                raise _RefusedVersion(f"inert.dali: {getattr(owner, '__name__', owner)} lacks {name}; {unlike}")
         for owner, name, replacement in patches:
             _originals.append((owner, name, owner.__dict__[name]))
             setattr(owner, name, replacement)

@@ -105,6 +105,13 @@ def test_refuses_an_unknown_dali_version(monkeypatch: pytest.MonkeyPatch) -> Non
     assert not inert.dali.is_enabled()
 
 
+def test_refuses_a_build_without_the_functions_it_replaces(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delattr(pool.WorkerPool, "_receive_chunk")
+    with pytest.raises(RuntimeError, match=r"WorkerPool lacks _receive_chunk; this nvidia.dali 2\.4\.0 build differs"):
+        inert.dali.enable()
+    assert not inert.dali.is_enabled()
+
+
 def test_text_limit_matches_the_spec() -> None:
     spec = pytest.importorskip("inert.spec.shm_message")
     assert spec.MAX_TEXT_LEN == inert.dali._MAX_TEXT_LEN
