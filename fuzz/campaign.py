@@ -1,7 +1,8 @@
 """The fuzz targets, their seed corpora and dictionaries, and the campaign that runs them (``fuzz/run``).
 
 Targets come from the registry: one ``decode`` target per format (named after
-the format), plus ``differential`` and ``structured`` over every format.
+the format), plus ``differential``, ``structured`` (Hypothesis-built values)
+and ``mutator`` (a custom mutator of decoded values) over every format.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class Target:
 TARGETS: dict[str, Target] = {name: Target(name, "decode.py", (name,), (name,)) for name in FORMATS}
 TARGETS["differential"] = Target("differential", "differential.py", (), tuple(FORMATS))
 TARGETS["structured"] = Target("structured", "structured.py", (), ())
+TARGETS["mutator"] = Target("mutator", "mutator.py", (), tuple(FORMATS))
 
 
 def seeds(target: Target) -> list[bytes]:
@@ -58,7 +60,7 @@ def seeds(target: Target) -> list[bytes]:
     if target.script == "decode.py":
         entry = FORMATS[target.name]
         return [codec(entry).encode(value) for value in entry.examples]
-    if target.script == "differential.py":
+    if target.script in ("differential.py", "mutator.py"):
         return [
             bytes([index]) + codec(entry).encode(value)
             for index, (entry, kwargs) in enumerate(cases())

@@ -87,10 +87,13 @@ def guarded(decode: Callable[..., Any], data: bytes, kwargs: Mapping[str, Any] |
     return result
 
 
-def main(test_one_input: Callable[[bytes], None], argv: list[str] | None = None) -> None:
-    """Run libFuzzer on ``test_one_input`` with ``argv`` (libFuzzer flags and corpus directories)."""
+def main(test_one_input: Callable[[bytes], None], argv: list[str] | None = None, **setup: Any) -> None:
+    """Run libFuzzer on ``test_one_input`` with ``argv`` (libFuzzer flags and corpus directories).
+
+    ``setup`` goes to ``atheris.Setup`` (``custom_mutator=...``).
+    """
     # libFuzzer re-runs argv[0] through the shell to minimize a crash: name this interpreter and
     # this script, so that works whatever python3 is on PATH and whether the script is executable.
     me = f"{shlex.quote(sys.executable)} {shlex.quote(str(Path(sys.argv[0]).resolve()))}"
-    atheris.Setup([me, *(sys.argv[1:] if argv is None else argv)], test_one_input)
+    atheris.Setup([me, *(sys.argv[1:] if argv is None else argv)], test_one_input, **setup)
     atheris.Fuzz()
