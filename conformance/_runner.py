@@ -30,6 +30,8 @@ from ._testee import BUILTIN_TESTEES, Testee, TesteeFault, resolve_testee
 __all__ = ["Case", "Result", "Report", "add_arguments", "cases", "read_failure_list", "run", "run_command", "main"]
 
 PASS, FAIL, UNSUPPORTED, KNOWN = "passed", "failed", "unsupported", "known failures"
+#: After this many faults in a row (a testee that dies or hangs at once) the rest of the run is not asked.
+MAX_FAULTS_IN_A_ROW = 20
 
 
 @dataclass(frozen=True)
@@ -155,7 +157,10 @@ def run(
     with Testee(testee_argv, timeout=timeout) as testee:
         for case in cases(vectors):
             seen.add(case.name)
-            status, detail = _judge(case, testee)
+            if testee.consecutive_faults >= MAX_FAULTS_IN_A_ROW:
+                status, detail = FAIL, f"not run: the testee faulted on the {MAX_FAULTS_IN_A_ROW} requests before"
+            else:
+                status, detail = _judge(case, testee)
             if case.name in failure_list:
                 if status == PASS:
                     status, detail = FAIL, "passes but is in the failure list: remove it from the list"

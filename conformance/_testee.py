@@ -52,6 +52,8 @@ class Testee:
         self._proc: subprocess.Popen[bytes] | None = None
         self._responses: queue.Queue[Response | BaseException] = queue.Queue()
         self._stderr: IO[bytes] | None = None
+        #: Faults since the last proper response: a testee that never answers is not asked for ever.
+        self.consecutive_faults = 0
 
     def __enter__(self) -> Testee:
         return self
@@ -97,25 +99,31 @@ class Testee:
             reason += f" (exit status {status})" if status is not None and status >= 0 else f" (signal {-status})"
         fault = TesteeFault(reason + self._stderr_tail())
         self.close()
+        self.consecutive_faults += 1
         return fault
 
     def ask(self, request: Request) -> Response:
         """The testee's response to ``request``, or :class:`TesteeFault`."""
         if self._proc is None:
             self._proc = self._start()
-        proc = self._proc
-        assert proc.stdin is not None
-        try:
-            write_request(proc.stdin, request)
-        except OSError:
-            raise self._fault("testee closed its input") from None
+        # Sent from a thread: a testee that stops reading would otherwise block a large write for ever.
+        threading.Thread(target=self._send, args=(self._proc, request), daemon=True).start()
         try:
             got = self._responses.get(timeout=self.timeout)
         except queue.Empty:
             raise self._fault(f"no response within {self.timeout:g} s") from None
         if isinstance(got, BaseException):
             raise self._fault(f"bad response: {got}")
+        self.consecutive_faults = 0
         return got
+
+    @staticmethod
+    def _send(proc: subprocess.Popen[bytes], request: Request) -> None:
+        assert proc.stdin is not None
+        try:
+            write_request(proc.stdin, request)
+        except (OSError, ValueError):
+            pass  # the testee died or closed its input: the reader thread reports the missing response
 
     def close(self) -> None:
         proc, self._proc = self._proc, None

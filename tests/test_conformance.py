@@ -18,7 +18,17 @@ import pytest
 from inert.conformance import _generate_vectors
 from inert.conformance._corpus import CORPUS_DIR, load_corpus, vector_document, vector_file_text, write_vector_document
 from inert.conformance._protocol import MAX_FRAME, Request, Response, read_request, read_response, write_request, write_response
-from inert.conformance._runner import FAIL, KNOWN, PASS, UNSUPPORTED, Report, cases, read_failure_list, run
+from inert.conformance._runner import (
+    FAIL,
+    KNOWN,
+    MAX_FAULTS_IN_A_ROW,
+    PASS,
+    UNSUPPORTED,
+    Report,
+    cases,
+    read_failure_list,
+    run,
+)
 from inert.conformance._testee import resolve_testee
 
 from inert._errors import ERROR_CLASSES, HarnessError
@@ -277,6 +287,19 @@ def test_broken_testees_fail_every_test_without_stopping_the_run(tmp_path: Path,
     assert [r.status for r in report.results if r.name.endswith("Short")] == [FAIL]
     assert all(r.status in (FAIL, PASS) for r in report.results)
     assert any(reason in r.detail for r in report.results), [r.detail for r in report.results]
+
+
+def test_a_testee_that_stops_reading_neither_blocks_nor_is_asked_for_ever(tmp_path: Path) -> None:
+    big = vector_document("Big", "a payload larger than any pipe buffer", b"\x01" * (4 << 20), {"reject": "unknown-tag"})
+    path = tmp_path / "corpus" / "shm-message" / "v1" / "Big.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(vector_file_text(big), encoding="utf-8")
+    hangs = _script(tmp_path, "import time; time.sleep(60)\n")
+    (result,) = run(hangs, corpus=tmp_path / "corpus", timeout=0.5).results
+    assert result.status == FAIL and "no response within 0.5 s" in result.detail
+    report = run(hangs, ["shm-descriptor"], timeout=0.1)
+    assert report.results[-1].detail == f"not run: the testee faulted on the {MAX_FAULTS_IN_A_ROW} requests before"
+    assert report.count(FAIL) == len(report.results)
 
 
 def test_a_testee_that_supports_nothing_does_not_pass(tmp_path: Path) -> None:
