@@ -1,0 +1,199 @@
+"""Selective dump and restore of TransferQueue rows by key, in Inert's dump format (nothing on disk executes).
+
+Built on TransferQueue's public client API (``transferqueue`` 0.1.11: ``kv_*``
+and ``TransferQueueClient``); the only module of Inert that imports
+``transfer_queue``::
+
+    import transfer_queue as tq
+    from inert.transferqueue import dump_data_by_key, load_data_by_key
+
+    tq.init()
+    report = dump_data_by_key(f"{ckpt}/tq_rollout", pending_keys, partition_id="train")
+    ...
+    tags = load_data_by_key(f"{ckpt}/tq_rollout")     # {key: tag}, into the running TransferQueue
+
+Dump: each key's global index, produced fields and tag are looked up one key
+at a time (a row's own field set, not the intersection a batched lookup
+returns), rows with the same field set are fetched together, and the rows
+are written by ``inert.dump`` with one shard per owner, in parallel.  The
+public API has no per-unit dump, so the payload passes through this process
+once; writers for the keys must be paused, as for any consistent snapshot.
+
+Load merges into the running system: keys that exist keep their global
+index, dumped fields overwrite fields of the same name, other fields stay,
+and tags are merged (dumped entries win); new keys get fresh indexes; other
+keys and partitions are untouched; sampler and consumption state are not
+restored.  The whole dump is read and checked, and dumped field types are
+compared with the destination partition's, before any key is registered.
+Writing then goes through ``kv_batch_put`` and is not transactional: after a
+failure new keys may be registered without data and existing keys may hold
+some dumped fields already; loading the same dump again is idempotent (every
+key keeps the index it got), so a failed load is retried, or its keys cleared.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import torch
+
+try:
+    import transfer_queue as tq
+    from tensordict import TensorDict
+    from tensordict.tensorclass import NonTensorStack
+except ImportError as exc:  # pragma: no cover - exercised in an environment without transferqueue
+    raise ImportError(f"inert.transferqueue needs TransferQueue: pip install transferqueue==0.1.11 ({exc})") from exc
+
+from inert._errors import InvalidValueError
+from inert.dump import DENSE, NESTED, VALUE, FieldSpec, Row, dump, open_dump
+
+__all__ = ["dump_data_by_key", "load_data_by_key", "SchemaConflictError"]
+
+#: Concurrent per-key metadata lookups (each is one round trip to the controller).
+_LOOKUP_THREADS = 16
+
+
+class SchemaConflictError(TypeError):
+    """A dumped field's type differs from the type the destination partition holds for that name."""
+
+
+def _client() -> Any:
+    return tq.get_client()
+
+
+def _describe(client: Any, keys: Sequence[str], partition_id: str) -> list[tuple[int, tuple[str, ...], dict[str, Any]]]:
+    """Per key: its global index, the fields it has produced, its tag.  A missing key is a ``KeyError``."""
+
+    def one(key: str) -> Any:
+        return client.kv_retrieve_meta(keys=[key], partition_id=partition_id, create=False)
+
+    with ThreadPoolExecutor(max_workers=_LOOKUP_THREADS) as pool:
+        metas = list(pool.map(one, keys))
+    missing = [key for key, meta in zip(keys, metas, strict=True) if meta.size != 1]
+    if missing:
+        shown = ", ".join(repr(k) for k in missing[:5])
+        raise KeyError(f"{len(missing)} keys are not in partition {partition_id!r}: {shown}{' ...' if len(missing) > 5 else ''}")
+    return [(meta.global_indexes[0], tuple(meta.field_names), dict(meta.custom_meta[0])) for meta in metas]
+
+
+def _column_rows(column: Any, count: int) -> list[Any]:
+    """The per-row values of a column returned by ``kv_batch_get`` (views of the column's storage)."""
+    if isinstance(column, torch.Tensor):
+        return list(column.unbind()) if column.is_nested else [column[i] for i in range(count)]
+    return list(column.tolist())
+
+
+def dump_data_by_key(
+    dump_dir: str | os.PathLike[str],
+    keys: Sequence[str],
+    partition_id: str,
+    *,
+    owners: int | None = None,
+) -> dict[str, int]:
+    """Save ``keys`` of ``partition_id`` (all their produced fields and their tags) into the new directory ``dump_dir``.
+
+    ``owners`` shards are written in parallel (default: the number of storage
+    units).  Returns ``{"keys", "rows_with_data", "shards", "bytes"}``.
+    """
+    keys = list(keys)
+    if len(set(keys)) != len(keys) or not all(isinstance(k, str) for k in keys):
+        raise ValueError("keys must be distinct strings")
+    if os.path.lexists(dump_dir):
+        raise FileExistsError(f"{os.fspath(dump_dir)}: a dump (or another file) is already there; choose a new directory")
+    client = _client()
+    described = _describe(client, keys, partition_id) if keys else []
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for position, (_, fields, _) in enumerate(described):
+        groups.setdefault(fields, []).append(position)
+    values: list[dict[str, Any]] = [{} for _ in keys]
+    for fields, positions in groups.items():
+        if not fields:
+            continue
+        data = tq.kv_batch_get(keys=[keys[p] for p in positions], partition_id=partition_id, select_fields=list(fields))
+        for name in fields:
+            for position, value in zip(positions, _column_rows(data[name], len(positions)), strict=True):
+                values[position][name] = value
+    rows = [
+        Row(key, index, fields, tag)
+        for key, (index, _, tag), fields in zip(keys, described, values, strict=True)
+    ]
+    report = dump(rows, dump_dir, partition_id=partition_id, owners=owners or _storage_units(client))
+    return {"keys": report.keys, "rows_with_data": report.rows_with_data, "shards": report.shards, "bytes": report.bytes}
+
+
+def _storage_units(client: Any) -> int:
+    # SimpleStorage's manager lists its units; with another backend, one shard.
+    infos = getattr(getattr(client, "storage_manager", None), "storage_unit_infos", None)
+    return len(infos) if infos else 1
+
+
+def _destination_schema(client: Any, partition_id: str, names: list[str]) -> dict[str, dict[str, Any]]:
+    """The destination partition's declared type of each field in ``names`` it already holds."""
+    if not names or partition_id not in (client.get_partition_list() or []):
+        return {}
+    meta = client.get_meta(data_fields=names, batch_size=1, partition_id=partition_id, mode="force_fetch")
+    return {name: schema for name, schema in meta.field_schema.items() if name in names}
+
+
+def _conflict(spec: FieldSpec, held: dict[str, Any]) -> str | None:
+    if held.get("is_non_tensor"):
+        return None if spec.layout == VALUE else f"the partition holds values, the dump {spec.layout} {spec.dtype} tensors"
+    if held.get("dtype") is None:  # registered, never written
+        return None
+    if spec.layout == VALUE:
+        return f"the partition holds {held['dtype']} tensors, the dump values"
+    if held["dtype"] != spec.dtype:
+        return f"the partition holds {held['dtype']} tensors, the dump {spec.dtype}"
+    return None
+
+
+def _batch(rows: list[Row], names: tuple[str, ...], schema: dict[str, FieldSpec]) -> TensorDict:
+    columns: dict[str, Any] = {}
+    for name in names:
+        values = [row.fields[name] for row in rows]
+        layout = schema[name].layout
+        if layout == DENSE:
+            columns[name] = torch.stack(values)
+        elif layout == NESTED:
+            columns[name] = torch.nested.as_nested_tensor(values)
+        else:
+            columns[name] = NonTensorStack(*values)
+    return TensorDict(columns, batch_size=len(rows))
+
+
+def load_data_by_key(dump_dir: str | os.PathLike[str], *, batch_rows: int = 128, readers: int = 4) -> dict[str, Any]:
+    """Merge the rows of ``dump_dir`` into the running TransferQueue; return ``{key: dumped tag}``.
+
+    The partition comes from the dump.  Raises an :class:`inert.InertError` for
+    a damaged dump and :class:`SchemaConflictError` for a field whose type the
+    destination partition holds differently, both before any key is registered.
+    """
+    client = _client()
+    with open_dump(dump_dir) as reader:
+        partition_id = reader.partition_id
+        schema = {spec.name: spec for spec in reader.schema}
+        for info in reader.keys:
+            if not isinstance(info.tag, dict):
+                raise InvalidValueError("dump-manifest", -1, f"keys[{info.index}].tag", "a TransferQueue tag must be a map")
+        held = _destination_schema(client, partition_id, list(schema))
+        conflicts = [f"{name!r}: {reason}" for name, spec in schema.items() if (reason := _conflict(spec, held.get(name, {})))]
+        if conflicts:
+            raise SchemaConflictError(f"partition {partition_id!r}: " + "; ".join(conflicts))
+        loaded = reader.read(owners=readers, batch_rows=batch_rows)
+    rows = loaded.rows
+    groups: dict[tuple[str, ...], list[Row]] = {}
+    for row in rows:
+        groups.setdefault(tuple(row.fields), []).append(row)
+    for names, members in groups.items():
+        for start in range(0, len(members), batch_rows):
+            chunk = members[start : start + batch_rows]
+            keys = [row.key for row in chunk]
+            tags = [dict(row.tag) for row in chunk]
+            if names:
+                tq.kv_batch_put(keys=keys, partition_id=partition_id, fields=_batch(chunk, names, schema), tags=tags)
+            else:
+                tq.kv_batch_put(keys=keys, partition_id=partition_id, tags=tags)
+    return {row.key: row.tag for row in rows}
