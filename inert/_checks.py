@@ -17,7 +17,7 @@ _U64_MAX = (1 << 64) - 1
 
 # numpy's ``dtype.str`` for the plain numeric kinds: byte order, kind, itemsize.
 # '|' is numpy's spelling for 1-byte types, '<'/'>' for wider ones.
-_DTYPE_RE = re.compile(r"([<>|])([biufc])([0-9]{1,2})\Z")
+_DTYPE_RE = re.compile(r"([<>|])([biufc])([1-9][0-9]?)\Z")  # no leading zero: one spelling per dtype
 _ITEMSIZES = {"b": (1,), "i": (1, 2, 4, 8), "u": (1, 2, 4, 8), "f": (2, 4, 8), "c": (8, 16)}
 _dtype_cache: dict[str, int | None] = {}
 

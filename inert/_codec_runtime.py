@@ -342,3 +342,11 @@ def pack_value(fmt: str, path: str, value: Any, max_len: int, max_depth: int) ->
     if len(data) > max_len:
         raise WriteValueError(fmt, path, f"value document of {len(data)} bytes exceeds max_len({max_len})")
     return data
+
+
+def for_version(fmt: str, table: dict[int, Any], version: int) -> Any:
+    """The reader or writer of ``version``; asking for one the module lacks is a caller mistake."""
+    try:
+        return table[version]
+    except (KeyError, TypeError):
+        raise ValueError(f"{fmt}: version {version!r} is not one of {tuple(sorted(table))}") from None

@@ -81,6 +81,32 @@ def _spec_module(fmt: Format) -> str:
     return f"inert.spec.{fmt.module_name}"
 
 
+def _nested_declarations(fmt: Format) -> set[int]:
+    """ids of the Records and Unions reached through a Recursive: only their code can see depth > 0.
+
+    Elsewhere depth is 0, so a depth check there could never fire: it is not emitted.
+    """
+    nested: set[int] = set()
+    seen: set[tuple[int, bool]] = set()
+    stack: list[tuple[Any, bool]] = [(con, False) for con in fmt.versions.values()]
+    while stack:
+        con, inside = stack.pop()
+        if (id(con), inside) in seen:
+            continue
+        seen.add((id(con), inside))
+        if inside and isinstance(con, (Record, Union)):
+            nested.add(id(con))
+        if isinstance(con, Record):
+            stack += [(sub, inside) for _, sub in con.fields]
+        elif isinstance(con, Union):
+            stack += [(case, inside) for case in con.cases.values() if case is not None]
+        elif isinstance(con, (Array, Optional)):
+            stack.append((con.element, inside))
+        elif isinstance(con, Recursive):
+            stack.append((_target(con), True))
+    return nested
+
+
 class _Module:
     """The text of one generated module, built declaration by declaration."""
 
@@ -93,6 +119,7 @@ class _Module:
         self.writers: dict[int, str] = {}
         self.functions: list[str] = []
         self._pending: list[tuple[str, Any]] = []
+        self.nested = _nested_declarations(fmt)
 
     # -- shared pieces -------------------------------------------------
     def const(self, source: str, hint: str) -> str:
@@ -158,6 +185,7 @@ class _ReadEmitter:
         return f"{hint}{self.tmp}"
 
     def function(self, con: Record | Union) -> str:
+        self.nested = id(con) in self.mod.nested
         name = self.mod.readers[id(con)]
         self.emit(0, f"def {name}(buf: Buffer, off: int, depth: int, ctx: dict[str, Any]) -> tuple[Any, int]:")
         self.emit(1, "n = len(buf)")
@@ -291,8 +319,9 @@ class _ReadEmitter:
             self.emit(ind, f"except InertError as {err}:")
             self.emit(ind + 1, f"raise {err}.within({path}) from None")
         elif isinstance(sub, Recursive):
-            self.emit(ind, f"if depth >= {sub.max_depth}:")
-            self.emit(ind + 1, f"raise LimitError(FORMAT, off, {path}, \"nesting exceeds max_depth({sub.max_depth})\")")
+            if self.nested or sub.max_depth < 1:
+                self.emit(ind, f"if depth >= {sub.max_depth}:")
+                self.emit(ind + 1, f"raise LimitError(FORMAT, off, {path}, \"nesting exceeds max_depth({sub.max_depth})\")")
             err = self.fresh("exc")
             self.emit(ind, "try:")
             self.emit(ind + 1, f"{local}, off = {self.mod.reader(_target(sub))}(buf, off, depth + 1, ctx)")
@@ -439,6 +468,7 @@ class _WriteEmitter(_ReadEmitter):
     """Emits the writer of one Record or Union, mirroring its reader."""
 
     def function(self, con: Record | Union) -> str:
+        self.nested = id(con) in self.mod.nested
         name = self.mod.writers[id(con)]
         self.emit(0, f"def {name}(v: Any, out: list[bytes], depth: int) -> None:")
         self.emit(1, f"v = as_dict(FORMAT, '', v, {con.typename!r})")
@@ -530,8 +560,9 @@ class _WriteEmitter(_ReadEmitter):
     def value_w(self, sub: Any, local: str, path: str, ind: int) -> None:
         if isinstance(sub, (Record, Union, Recursive)):
             if isinstance(sub, Recursive):
-                self.emit(ind, f"if depth >= {sub.max_depth}:")
-                self.emit(ind + 1, f"raise WriteValueError(FORMAT, {path}, \"nesting exceeds max_depth({sub.max_depth})\")")
+                if self.nested or sub.max_depth < 1:
+                    self.emit(ind, f"if depth >= {sub.max_depth}:")
+                    self.emit(ind + 1, f"raise WriteValueError(FORMAT, {path}, \"nesting exceeds max_depth({sub.max_depth})\")")
                 call = f"{self.mod.writer(_target(sub))}({local}, out, depth + 1)"
             else:
                 call = f"{self.mod.writer(sub)}({local}, out, depth)"
@@ -612,6 +643,7 @@ from inert._codec_runtime import (
     as_int,
     as_list,
     as_text,
+    for_version,
     tag_member,
     truncated,
 )
@@ -646,9 +678,7 @@ _WRITERS = {writers}
 def decode(data: Buffer, *, version: int = LATEST{param_sig}) -> Any:
     """Decode one ``{name}`` value; raise an ``InertError`` subclass on any fault."""
     buf = as_buffer(data)
-    reader = _READERS.get(version)
-    if reader is None:
-        raise ValueError(f"{{FORMAT}}: version {{version}} is not one of {{VERSIONS}}")
+    reader = for_version(FORMAT, _READERS, version)
     value, off = reader(buf, 0, 0, {ctx})
     if off != len(buf):
         raise TrailingBytesError(FORMAT, off, "", f"{{len(buf) - off}} bytes after the end of the value")
@@ -657,9 +687,7 @@ def decode(data: Buffer, *, version: int = LATEST{param_sig}) -> Any:
 
 def encode(value: Any, *, version: int = LATEST) -> bytes:
     """Encode one ``{name}`` value; raise ``WriteTypeError``/``WriteValueError`` naming the field."""
-    writer = _WRITERS.get(version)
-    if writer is None:
-        raise ValueError(f"{{FORMAT}}: version {{version}} is not one of {{VERSIONS}}")
+    writer = for_version(FORMAT, _WRITERS, version)
     out: list[bytes] = []
     writer(value, out, 0)
     return b"".join(out)
@@ -693,9 +721,7 @@ def decode(data: Buffer, *, max_size: int = MAX_SIZE{param_sig}) -> Any:
 
 def encode_parts(value: Any, *, version: int = LATEST) -> list[Any]:
     """The encoding of one ``{name}`` file as a list of buffers (large payloads are not copied)."""
-    writer = _WRITERS.get(version)
-    if writer is None:
-        raise ValueError(f"{{FORMAT}}: version {{version}} is not one of {{VERSIONS}}")
+    writer = for_version(FORMAT, _WRITERS, version)
     out: list[Any] = [file_header(MAGIC, version)]
     writer(value, out, 0)
     return out
@@ -716,9 +742,7 @@ _{upper}_WRITERS = {writers}
 def decode_{part}(data: Buffer, *, version: int = LATEST{param_sig}) -> Any:
     """Decode one ``{part}`` of ``{name}`` on its own; offsets count from the start of ``data``."""
     buf = as_buffer(data)
-    reader = _{upper}_READERS.get(version)
-    if reader is None:
-        raise ValueError(f"{{FORMAT}}: version {{version}} is not one of {{VERSIONS}}")
+    reader = for_version(FORMAT, _{upper}_READERS, version)
     value, off = reader(buf, 0, 0, {ctx})
     if off != len(buf):
         raise TrailingBytesError(FORMAT, off, "", f"{{len(buf) - off}} bytes after the end of the value")
@@ -727,9 +751,7 @@ def decode_{part}(data: Buffer, *, version: int = LATEST{param_sig}) -> Any:
 
 def encode_{part}_parts(value: Any, *, version: int = LATEST) -> list[Any]:
     """The encoding of one ``{part}`` as a list of buffers (large payloads are not copied)."""
-    writer = _{upper}_WRITERS.get(version)
-    if writer is None:
-        raise ValueError(f"{{FORMAT}}: version {{version}} is not one of {{VERSIONS}}")
+    writer = for_version(FORMAT, _{upper}_WRITERS, version)
     out: list[Any] = []
     writer(value, out, 0)
     return out
