@@ -3,7 +3,7 @@
 Nothing read is unpickled.  The metadata is decoded by the generated codec;
 then every record's byte range is checked against its file's size and the
 other records of that file (inside the file, no overlap).  Each record is
-read with one ``preadv`` into a fresh buffer, decoded (structure and CRC-32,
+read with one ``preadv`` into a reused buffer, decoded (structure and CRC-32,
 which must also equal the CRC the metadata holds for it), and only then
 viewed as a tensor: its dtype and shape must equal what the metadata and the
 read plan expect before it is copied into the destination.  Values go to the
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import os
+import threading
 import uuid
 from collections import defaultdict
 from collections.abc import Iterator
@@ -77,6 +78,28 @@ def _set_value(planner: Any, item: ReadItem, value: Any) -> None:
         set_element(planner.original_state_dict, planner.mappings[item.dest_index.fqn], value)
     else:
         planner.state_dict[item.dest_index.fqn] = value
+
+
+class _Buffers:
+    """Read buffers, reused: a fresh page costs a fault, about as much as copying it twice."""
+
+    def __init__(self, keep: int) -> None:
+        self._free: list[torch.Tensor] = []
+        self._keep = keep
+        self._lock = threading.Lock()
+
+    def take(self, size: int) -> torch.Tensor:
+        with self._lock:  # (tensors compare elementwise: pick and drop them by position)
+            fits = [i for i, b in enumerate(self._free) if b.numel() >= size]
+            if fits:
+                return self._free.pop(min(fits, key=lambda i: self._free[i].numel()))
+        return torch.empty(max(size, 1), dtype=torch.uint8)
+
+    def give(self, buffer: torch.Tensor) -> None:
+        with self._lock:
+            self._free.append(buffer)
+            if len(self._free) > self._keep:
+                self._free.pop(min(range(len(self._free)), key=lambda i: self._free[i].numel()))
 
 
 class FileSystemReader(StorageReader):
@@ -168,10 +191,10 @@ class FileSystemReader(StorageReader):
     def prepare_global_plan(self, plans: list[LoadPlan]) -> list[LoadPlan]:
         return plans
 
-    def _load(self, fd: int, name: str, item: ReadItem, info: InertStorageInfo) -> tuple[ReadItem, Any]:
-        """Read, decode and check one record; return the tensor (a view of a fresh buffer) or the value."""
-        buffer = torch.empty(info.length, dtype=torch.uint8)
-        view = memoryview(buffer.numpy())  # type: ignore[arg-type]
+    def _load(self, fd: int, name: str, item: ReadItem, info: InertStorageInfo, buffers: _Buffers) -> tuple[ReadItem, Any, Any]:
+        """Read, decode and check one record; return the tensor (a view of the buffer, also returned) or the value."""
+        buffer = buffers.take(info.length)
+        view = memoryview(buffer.numpy())[: info.length]  # type: ignore[arg-type]
         got = os.preadv(fd, [view], info.offset) if info.length else 0
         if got != info.length:
             raise TruncatedError("checkpoint-shard", info.offset, name, f"{info.length} bytes needed, {got} present")
@@ -187,7 +210,8 @@ class FileSystemReader(StorageReader):
         if item.type == LoadItemType.BYTE_IO:
             if body["kind"] != shard.RecordKind.VALUE:
                 raise InvalidValueError("checkpoint-shard", info.offset, fqn, "a tensor record where the metadata has a value")
-            return item, body["value"]
+            buffers.give(buffer)
+            return item, body["value"], None
         if body["kind"] != shard.RecordKind.TENSOR:
             raise InvalidValueError("checkpoint-shard", info.offset, fqn, "a value record where the metadata has a tensor")
         dtype = torch_dtype(body["dtype"].name, fqn)
@@ -196,7 +220,7 @@ class FileSystemReader(StorageReader):
         nbytes = len(body["data"])
         start = info.length - 4 - nbytes  # the payload ends where the CRC-32 begins
         tensor = buffer[start : start + nbytes].view(dtype).reshape(shape)
-        return item, tensor
+        return item, tensor, buffer
 
     def _check_expected(self, item: ReadItem, info: InertStorageInfo, dtype: Any, shape: tuple[int, ...]) -> None:
         assert self.metadata is not None
@@ -222,7 +246,7 @@ class FileSystemReader(StorageReader):
             raise ShapeMismatchError("checkpoint-shard", info.offset, fqn,
                                      f"the read plan takes {tuple(item.lengths)} at {tuple(item.storage_offsets)} of {shape}")
 
-    def _records(self, plan: LoadPlan) -> Iterator[tuple[ReadItem, Any]]:
+    def _records(self, plan: LoadPlan, buffers: _Buffers) -> Iterator[tuple[ReadItem, Any, Any]]:
         """Every record of the plan, checked, with a bounded number in flight."""
         per_file: dict[str, list[tuple[ReadItem, InertStorageInfo]]] = defaultdict(list)
         for item in plan.items:
@@ -235,13 +259,13 @@ class FileSystemReader(StorageReader):
                     for item, info in sorted(pairs, key=lambda p: p[1].offset)]
             if self.thread_count == 1:
                 for name, item, info in work:
-                    yield self._load(fds[name], name, item, info)
+                    yield self._load(fds[name], name, item, info, buffers)
                 return
             with ThreadPoolExecutor(self.thread_count) as pool:
                 window = 2 * self.thread_count
-                pending: list[_PoolFuture[tuple[ReadItem, Any]]] = []
+                pending: list[_PoolFuture[tuple[ReadItem, Any, Any]]] = []
                 for name, item, info in work:
-                    pending.append(pool.submit(self._load, fds[name], name, item, info))
+                    pending.append(pool.submit(self._load, fds[name], name, item, info, buffers))
                     if len(pending) >= window:
                         yield pending.pop(0).result()
                 for future in pending:
@@ -252,7 +276,9 @@ class FileSystemReader(StorageReader):
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
         direct = _default_load_bytes(planner)
-        for item, loaded in self._records(plan):
+        window = 2 * self.thread_count
+        buffers = _Buffers(keep=window + self.thread_count)
+        for item, loaded, buffer in self._records(plan, buffers):
             if item.type == LoadItemType.BYTE_IO:
                 if direct:
                     _set_value(planner, item, loaded)
@@ -268,6 +294,7 @@ class FileSystemReader(StorageReader):
                 raise ShapeMismatchError("checkpoint-shard", -1, item.dest_index.fqn,
                                          f"destination has shape {tuple(target.size())}, the record gives {tuple(source.size())}")
             target.copy_(source)
+            buffers.give(buffer)
             planner.commit_tensor(item, target)
         done: Future[None] = Future()
         done.set_result(None)

@@ -88,24 +88,33 @@ def _lookup(planner: SavePlanner, item: WriteItem) -> Any:
     return lookup(item.index)
 
 
+def _encode_item(item: WriteItem, planner: SavePlanner, values: dict[Any, list[Any]]) -> tuple[list[Any], Any]:
+    """The record's buffers (CRC-32 included) and the tensor they view (kept alive until written)."""
+    if item.type == WriteItemType.BYTE_IO:
+        return values[item.index], None
+    tensor = planner.resolve_data(item)
+    assert isinstance(tensor, torch.Tensor)
+    return _tensor_record(item.index.fqn, tensor)
+
+
 def _write_file(path: Path, name: str, items: list[WriteItem], planner: SavePlanner, values: dict[Any, list[Any]],
                 sync: bool) -> list[WriteResult]:
     results = []
-    with open(path, "wb", buffering=0) as out:
+    # The next record is encoded (its CRC-32 computed) while this one is written: zlib and
+    # write() both release the GIL, so the checksum costs no time on two cores.
+    with open(path, "wb", buffering=0) as out, ThreadPoolExecutor(1) as encoder:
         head = file_header(shard.MAGIC, shard.LATEST) + _COUNT.pack(len(items))
         out.write(head)
         pos = len(head)
-        for item in items:
+        ahead = [encoder.submit(_encode_item, item, planner, values) for item in items[:1]]
+        for index, item in enumerate(items):
+            parts, _keep = ahead.pop(0).result()
+            if index + 1 < len(items):
+                ahead.append(encoder.submit(_encode_item, items[index + 1], planner, values))
             pad = -pos % ALIGN
             if pad:
                 out.write(bytes(pad))
                 pos += pad
-            if item.type == WriteItemType.BYTE_IO:
-                parts = values[item.index]
-            else:
-                tensor = planner.resolve_data(item)
-                assert isinstance(tensor, torch.Tensor)
-                parts, _keep = _tensor_record(item.index.fqn, tensor)
             length = 0
             for part in parts:
                 view = memoryview(part)

@@ -1,0 +1,129 @@
+"""inert.torch across real processes: 2 gloo ranks save DTensor-sharded and per-rank state, load it back
+with 2 ranks and with 1 (resharding), and a rank that fails during a save leaves nothing loadable.
+
+Each test starts 2 processes (this machine has 2 cores); the ranks run this file as a script.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+
+from inert.torch import FileSystemReader, FileSystemWriter
+
+pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
+ROWS, COLS = 8, 6
+
+
+def full() -> torch.Tensor:
+    return torch.arange(ROWS * COLS, dtype=torch.float32).reshape(ROWS, COLS)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def run_ranks(scenario: str, path: Path, world: int = 2) -> list[subprocess.CompletedProcess[str]]:
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), WORLD_SIZE=str(world))
+    procs = [
+        subprocess.Popen([sys.executable, __file__, scenario, str(path)], env=dict(env, RANK=str(rank)),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for rank in range(world)
+    ]
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=180)
+        results.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    return results
+
+
+def ok(results: list[subprocess.CompletedProcess[str]]) -> None:
+    for rank, result in enumerate(results):
+        assert result.returncode == 0, f"rank {rank}: {result.stderr[-3000:]}"
+
+
+def test_two_ranks_save_and_load_then_reshard_to_one(tmp_path: Path) -> None:
+    ok(run_ranks("save", tmp_path))
+    assert (tmp_path / ".metadata").exists()
+    assert {p.name for p in tmp_path.glob("*.distcp")} >= {"__0_0.distcp", "__1_0.distcp"}
+    ok(run_ranks("load", tmp_path))
+    # 2 -> 1: one process reads both ranks' shards into whole tensors
+    state: dict[str, Any] = {"dt": torch.zeros(ROWS, COLS), "rank0": torch.zeros(3), "rank1": torch.zeros(3),
+                             "common": {"step": 0}}
+    dcp.load(state, storage_reader=FileSystemReader(tmp_path), no_dist=True)
+    assert torch.equal(state["dt"], full())
+    assert torch.equal(state["rank0"], torch.full((3,), 0.0)) and torch.equal(state["rank1"], torch.full((3,), 1.0))
+    assert state["common"] == {"step": 7}
+
+
+def test_a_rank_failing_mid_save_leaves_nothing_loadable(tmp_path: Path) -> None:
+    ok(run_ranks("save", tmp_path))  # an older, complete checkpoint in the same directory
+    results = run_ranks("fail", tmp_path)
+    ok(results)  # each rank saw the save fail (the ranks check that themselves)
+    assert "FAILED AS EXPECTED" in results[0].stdout and "FAILED AS EXPECTED" in results[1].stdout
+    assert not (tmp_path / ".metadata").exists()
+    with pytest.raises(FileNotFoundError):
+        FileSystemReader(tmp_path).read_metadata()
+
+
+class _Opaque:
+    """A value outside the value subset: the save fails on the rank that holds it."""
+
+
+def _rank_state(rank: int, zero: bool) -> dict[str, Any]:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    tensor = torch.zeros(ROWS, COLS) if zero else full()
+    return {
+        "dt": distribute_tensor(tensor, mesh, [Shard(0)]),
+        f"rank{rank}": torch.zeros(3) if zero else torch.full((3,), float(rank)),
+        "common": {"step": 0 if zero else 7},
+    }
+
+
+def _worker(scenario: str, path: str) -> None:
+    warnings.filterwarnings("ignore")
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    try:
+        if scenario == "save":
+            dcp.save(_rank_state(rank, zero=False), storage_writer=FileSystemWriter(path))
+        elif scenario == "load":
+            state = _rank_state(rank, zero=True)
+            dcp.load(state, storage_reader=FileSystemReader(path))
+            expected = full()[rank * ROWS // 2:(rank + 1) * ROWS // 2]
+            assert torch.equal(state["dt"].to_local(), expected), state["dt"].to_local()
+            assert torch.equal(state[f"rank{rank}"], torch.full((3,), float(rank)))
+            assert state["common"] == {"step": 7}
+        elif scenario == "fail":
+            state = _rank_state(rank, zero=False)
+            if rank == 1:
+                state["common"]["bad"] = _Opaque()
+            try:
+                dcp.save(state, storage_writer=FileSystemWriter(path))
+            except BaseException as exc:  # DCP raises a CheckpointException (a BaseException) on every rank
+                assert "_Opaque is not in the value subset" in str(exc), str(exc)
+                print("FAILED AS EXPECTED")
+            else:
+                raise AssertionError("the save succeeded")
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    _worker(sys.argv[1], sys.argv[2])
