@@ -27,7 +27,7 @@ class Disagreement(AssertionError):
     """The two reference codecs read the same bytes differently."""
 
 
-def outcome(decode: Callable[..., Any], data: bytes, kwargs: Mapping[str, Any] | None = None) -> Outcome:
+def outcome(decode: Callable[..., Any], data: bytes | bytearray | memoryview, kwargs: Mapping[str, Any] | None = None) -> Outcome:
     """What ``decode`` makes of ``data``; exceptions outside the error family propagate."""
     try:
         value = decode(data, **(kwargs or {}))

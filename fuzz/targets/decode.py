@@ -7,7 +7,8 @@ same reader.
 
 Invariant: ``decode`` returns a value or raises an ``InertError`` subclass,
 within the harness's time and memory bounds, for every ``decode`` keyword set
-the registry lists.
+the registry lists; and it reads a ``memoryview`` of the bytes (what a
+shared-memory channel hands it) exactly as it reads the bytes.
 """
 
 import os
@@ -16,6 +17,7 @@ from pathlib import Path
 
 sys.path.append(str(Path(__file__).resolve().parents[2]))
 from fuzz import harness  # noqa: E402
+from fuzz.oracle import Disagreement, outcome  # noqa: E402
 from fuzz.registry import FORMATS, codec  # noqa: E402
 
 ARGS = sys.argv[1:]
@@ -29,8 +31,12 @@ DECODE = codec(ENTRY).decode
 
 
 def test_one_input(data: bytes) -> None:
+    view = memoryview(bytearray(data))
     for kwargs in ENTRY.decode_kwargs:
-        harness.guarded(DECODE, data, kwargs)
+        from_bytes = harness.guarded(DECODE, data, kwargs)
+        from_view = outcome(DECODE, view, kwargs)
+        if from_view != from_bytes:
+            raise Disagreement(f"{ENTRY.name} {kwargs} on {data.hex()}: bytes {from_bytes}, memoryview {from_view}")
 
 
 if __name__ == "__main__":
