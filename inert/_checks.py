@@ -142,7 +142,7 @@ def describe_foreign(head: bytes) -> str:
     if head.startswith(b"\x89INRT"):
         return f"another Inert file ({head[:8]!r})"
     if not head:
-        return "an empty file"
+        return "no bytes (the input ends here)"
     return f"unknown bytes {head[:8].hex(' ')}"
 
 

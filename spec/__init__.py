@@ -18,7 +18,9 @@ from ._grammar import Format
 #: Every format, by name, in the order the documentation lists them.
 FORMATS: dict[str, Format] = {
     module.FORMAT.name: module.FORMAT
-    for module in (checkpoint_metadata, checkpoint_shard, dump_manifest, dump_shard, shm_message, shm_samples_meta, shm_descriptor)
+    for module in (
+        checkpoint_metadata, checkpoint_shard, dump_manifest, dump_shard, shm_message, shm_samples_meta, shm_descriptor
+    )
 }
 
 __all__ = ["FORMATS", "Format"]

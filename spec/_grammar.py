@@ -379,7 +379,7 @@ class Record(Construct):  # type: ignore[misc]
             if isinstance(sub, Crc32):
                 Int32ul._build(zlib.crc32(stream.getbuffer()[start:]), stream, context, name)
                 continue
-            if isinstance(sub, Padding):
+            if isinstance(sub, (Padding, Magic)):  # constants: the value needs no entry for them
                 sub._build(None, stream, context, name)
                 continue
             if name not in obj:

@@ -138,7 +138,7 @@ def test_foreign_files_are_named() -> None:
         pickle.dumps({"a": 1}, protocol=2): "a pickle (protocol 2)",
         buf.getvalue(): "zip archive, e.g. a torch.save file",
         struct.pack("<Q", 20) + b'{"a":{"dtype":"F32"}}': "safetensors",
-        b"": "empty",
+        b"": "no bytes",
     }
     for data, needle in cases.items():
         for fn in (cm.decode, cs.decode):
