@@ -323,3 +323,29 @@ def test_overwrite_false_and_record_checksum_is_zlib(tmp_path: Path) -> None:
     blob = (tmp_path / meta["files"][0]).read_bytes()
     at, length = meta["tensors"][0]["chunk_byte_offsets"][0], meta["tensors"][0]["chunk_byte_lengths"][0]
     assert at % 64 == 0 and zlib.crc32(blob[at:at + length - 4]) == meta["tensors"][0]["chunk_crcs"][0]
+
+
+def test_custom_planner_tensor_calls_stay_on_the_calling_thread(tmp_path: Path) -> None:
+    import threading
+
+    from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
+
+    threads = set()
+
+    class Planner(DefaultLoadPlanner):
+        def resolve_tensor(self, read_item: Any) -> torch.Tensor:
+            threads.add(threading.get_ident())
+            return super().resolve_tensor(read_item)
+
+    state = {f"t{i}": torch.randn(64) for i in range(6)}
+    save(state, tmp_path)
+    target = {k: torch.zeros(64) for k in state}
+    dcp.load(target, storage_reader=FileSystemReader(tmp_path, thread_count=2), planner=Planner(), no_dist=True)
+    assert same(target, state) and threads == {threading.get_ident()}
+
+
+def test_quickstart_example_runs() -> None:
+    script = Path(__file__).resolve().parent.parent / "examples" / "quickstart.py"
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "bit-exactly" in result.stdout

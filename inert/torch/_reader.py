@@ -66,6 +66,17 @@ def _narrow(tensor: torch.Tensor, offsets: Any, lengths: Any) -> torch.Tensor:
     return tensor
 
 
+def _copy_into(planner: LoadPlanner, item: ReadItem, tensor: torch.Tensor) -> torch.Tensor:
+    """Copy the planned part of a checked record into its destination; never broadcast."""
+    source = _narrow(tensor, item.storage_offsets, item.lengths)
+    target = planner.resolve_tensor(item).detach()
+    if target.size() != source.size():
+        reason = f"destination has shape {tuple(target.size())}, the record gives {tuple(source.size())}"
+        raise ShapeMismatchError("checkpoint-shard", -1, item.dest_index.fqn, reason)
+    target.copy_(source)
+    return target
+
+
 def _default_load_bytes(planner: LoadPlanner) -> bool:
     return type(planner).load_bytes is DefaultLoadPlanner.load_bytes
 
@@ -191,8 +202,11 @@ class FileSystemReader(StorageReader):
     def prepare_global_plan(self, plans: list[LoadPlan]) -> list[LoadPlan]:
         return plans
 
-    def _load(self, fd: int, name: str, item: ReadItem, info: InertStorageInfo, buffers: _Buffers) -> tuple[ReadItem, Any, Any]:
-        """Read, decode and check one record; return the tensor (a view of the buffer, also returned) or the value."""
+    def _load(
+        self, fd: int, name: str, item: ReadItem, info: InertStorageInfo, buffers: _Buffers, planner: LoadPlanner | None
+    ) -> tuple[ReadItem, Any, Any]:
+        """Read, decode and check one record; return the value, or the tensor (a view of the buffer, also
+        returned), or with ``planner`` the destination the tensor was copied into (the buffer is then None)."""
         buffer = buffers.take(info.length)
         view = memoryview(buffer.numpy())[: info.length]  # type: ignore[arg-type]
         got = os.preadv(fd, [view], info.offset) if info.length else 0
@@ -220,7 +234,11 @@ class FileSystemReader(StorageReader):
         nbytes = len(body["data"])
         start = info.length - 4 - nbytes  # the payload ends where the CRC-32 begins
         tensor = buffer[start : start + nbytes].view(dtype).reshape(shape)
-        return item, tensor, buffer
+        if planner is None:
+            return item, tensor, buffer
+        target = _copy_into(planner, item, tensor)
+        buffers.give(buffer)
+        return item, target, None
 
     def _check_expected(self, item: ReadItem, info: InertStorageInfo, dtype: Any, shape: tuple[int, ...]) -> None:
         assert self.metadata is not None
@@ -246,7 +264,7 @@ class FileSystemReader(StorageReader):
             raise ShapeMismatchError("checkpoint-shard", info.offset, fqn,
                                      f"the read plan takes {tuple(item.lengths)} at {tuple(item.storage_offsets)} of {shape}")
 
-    def _records(self, plan: LoadPlan, buffers: _Buffers) -> Iterator[tuple[ReadItem, Any, Any]]:
+    def _records(self, plan: LoadPlan, buffers: _Buffers, planner: LoadPlanner | None) -> Iterator[tuple[ReadItem, Any, Any]]:
         """Every record of the plan, checked, with a bounded number in flight."""
         per_file: dict[str, list[tuple[ReadItem, InertStorageInfo]]] = defaultdict(list)
         for item in plan.items:
@@ -259,13 +277,13 @@ class FileSystemReader(StorageReader):
                     for item, info in sorted(pairs, key=lambda p: p[1].offset)]
             if self.thread_count == 1:
                 for name, item, info in work:
-                    yield self._load(fds[name], name, item, info, buffers)
+                    yield self._load(fds[name], name, item, info, buffers, planner)
                 return
             with ThreadPoolExecutor(self.thread_count) as pool:
                 window = 2 * self.thread_count
                 pending: list[_PoolFuture[tuple[ReadItem, Any, Any]]] = []
                 for name, item, info in work:
-                    pending.append(pool.submit(self._load, fds[name], name, item, info, buffers))
+                    pending.append(pool.submit(self._load, fds[name], name, item, info, buffers, planner))
                     if len(pending) >= window:
                         yield pending.pop(0).result()
                 for future in pending:
@@ -278,7 +296,10 @@ class FileSystemReader(StorageReader):
         direct = _default_load_bytes(planner)
         window = 2 * self.thread_count
         buffers = _Buffers(keep=window + self.thread_count)
-        for item, loaded, buffer in self._records(plan, buffers):
+        # With the built-in planner's lookups, workers copy into the destinations too (copy_ releases the GIL);
+        # another planner's resolve_tensor and commit_tensor run on this thread, in order.
+        parallel = type(planner).resolve_tensor is DefaultLoadPlanner.resolve_tensor
+        for item, loaded, buffer in self._records(plan, buffers, planner if parallel else None):
             if item.type == LoadItemType.BYTE_IO:
                 if direct:
                     _set_value(planner, item, loaded)
@@ -288,13 +309,11 @@ class FileSystemReader(StorageReader):
                     stream.seek(0)
                     planner.load_bytes(item, stream)
                 continue
-            source = _narrow(loaded, item.storage_offsets, item.lengths)
-            target = planner.resolve_tensor(item).detach()
-            if target.size() != source.size():
-                raise ShapeMismatchError("checkpoint-shard", -1, item.dest_index.fqn,
-                                         f"destination has shape {tuple(target.size())}, the record gives {tuple(source.size())}")
-            target.copy_(source)
-            buffers.give(buffer)
+            if buffer is not None:
+                target = _copy_into(planner, item, loaded)
+                buffers.give(buffer)
+            else:
+                target = loaded
             planner.commit_tensor(item, target)
         done: Future[None] = Future()
         done.set_result(None)
