@@ -27,7 +27,6 @@ __all__ = ["KeyInfo", "DumpReader", "open_dump", "load", "LoadedDump"]
 
 SHARD = shard_codec.FORMAT
 _COUNT = 4
-_ALIGN = 64
 
 
 @dataclass(frozen=True)
@@ -49,6 +48,8 @@ class _Location:
     position: int
     offset: int
     length: int
+    #: Where the next record of the file starts: the zero padding up to it is checked with this record.
+    pad_end: int
 
 
 @dataclass
@@ -104,6 +105,8 @@ class DumpReader:
             raise exc.within(name) from None
         header = len(shard_codec.MAGIC) + 2
         count = int.from_bytes(head[header : header + _COUNT], "little") if len(head) >= header + _COUNT else -1
+        if any(head[header + _COUNT :]):  # the padding before the first record
+            raise InvalidValueError(SHARD, header + _COUNT, f"{name}:pad", "padding bytes before the first record are not zero")
         if count != len(shard["rows"]):
             raise InvalidValueError(
                 SHARD, header, f"{name}:rows", f"the file holds {count} rows, the manifest {len(shard['rows'])}"
@@ -113,8 +116,11 @@ class DumpReader:
             raise TruncatedError(SHARD, size, name, f"the manifest's records end at {end}, the file at {size}")
         if size > end:
             raise TrailingBytesError(SHARD, end, name, f"{size - end} bytes after the last record")
-        for pos, (row, offset, length) in enumerate(zip(shard["rows"], shard["offsets"], shard["lengths"], strict=True)):
-            self._locations[row] = _Location(row, fd, name, pos, offset, length)
+        ends = shard["offsets"][1:] + [end]
+        for pos, (row, offset, length, pad_end) in enumerate(
+            zip(shard["rows"], shard["offsets"], shard["lengths"], ends, strict=True)
+        ):
+            self._locations[row] = _Location(row, fd, name, pos, offset, length, pad_end)
 
     def close(self) -> None:
         for fd in self._fds:
@@ -138,11 +144,12 @@ class DumpReader:
         runs: list[list[_Location]] = []
         for loc in locs:
             last = runs[-1][-1] if runs else None
-            if last is not None and last.fd == loc.fd and loc.offset - (last.offset + last.length) < _ALIGN:
+            if last is not None and last.fd == loc.fd and loc.offset == last.pad_end:
                 runs[-1].append(loc)
             else:
                 runs.append([loc])
-        spans = [(run[0].offset, run[-1].offset + run[-1].length) for run in runs]
+        # Each record is read with the padding after it, so every byte of a shard is checked by some owner.
+        spans = [(run[0].offset, run[-1].pad_end) for run in runs]
         buffer = torch.empty(sum(end - start for start, end in spans), dtype=torch.uint8)
         memory = memoryview(buffer.numpy())  # type: ignore[arg-type]
         views: list[memoryview] = []
@@ -150,9 +157,13 @@ class DumpReader:
         for run, (start, end) in zip(runs, spans, strict=True):
             got = os.preadv(run[0].fd, [memory[pos : pos + end - start]], start)
             if got != end - start:
-                short = next(loc for loc in run if loc.offset + loc.length > start + got)
+                short = next(loc for loc in run if loc.pad_end > start + got)
                 where = f"{short.file}:rows[{short.position}]"
                 raise TruncatedError(SHARD, start + got, where, f"{short.length} bytes needed, the file ends first")
+            for loc in run:
+                if any(memory[pos + loc.offset + loc.length - start : pos + loc.pad_end - start]):
+                    where = f"{loc.file}:rows[{loc.position + 1}].pad"
+                    raise InvalidValueError(SHARD, loc.offset + loc.length, where, "padding bytes are not zero")
             views.extend(memory[pos + loc.offset - start : pos + loc.offset - start + loc.length] for loc in run)
             pos += end - start
         return [self._row(loc, view) for loc, view in zip((loc for run in runs for loc in run), views, strict=True)]
@@ -183,15 +194,18 @@ class DumpReader:
             fault = check_record_field(spec, body, next(nested) if spec.layout == NESTED else None)
             if fault is not None:
                 raise InvalidValueError(SHARD, loc.offset, f"{where}.fields[{pos}].body.{fault[0]}", fault[1])
-            fields[spec.name] = self._tensor(loc, body) if "data" in body else body["value"]
+            fields[spec.name] = self._tensor(loc, body, f"{where}.fields[{pos}].body") if "data" in body else body["value"]
         return Row(entry["key"], entry["global_index"], fields, entry["tag"])
 
     @staticmethod
-    def _tensor(loc: _Location, body: dict[str, Any]) -> torch.Tensor:
+    def _tensor(loc: _Location, body: dict[str, Any], where: str) -> torch.Tensor:
         dtype = record_dtype(body["dtype"], loc.file)
         data = body["data"]  # a zero-copy view of the record's buffer, 64-byte aligned
         if not len(data):
             return torch.empty(body["shape"], dtype=dtype)
+        if dtype == torch.bool and bool((torch.frombuffer(data, dtype=torch.uint8) > 1).any()):
+            # Any byte but 0 and 1 would be a second spelling of true (and breaks torch's bool kernels).
+            raise InvalidValueError(SHARD, loc.offset, f"{where}.data", "a bool tensor holds a byte other than 0 and 1")
         return torch.frombuffer(data, dtype=dtype).reshape(body["shape"])
 
     def read(
