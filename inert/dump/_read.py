@@ -6,6 +6,7 @@ filesystem (or one shared by many readers) loads as it is.
 
 from __future__ import annotations
 
+import mmap
 import os
 import threading
 from collections.abc import Callable
@@ -27,6 +28,7 @@ __all__ = ["KeyInfo", "DumpReader", "open_dump", "load", "LoadedDump"]
 
 SHARD = shard_codec.FORMAT
 _COUNT = 4
+_HUGE_PAGE = 2 << 20
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,10 @@ class _Location:
     length: int
     #: Where the next record of the file starts: the zero padding up to it is checked with this record.
     pad_end: int
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:rows[{self.position}]"
 
 
 @dataclass
@@ -137,8 +143,8 @@ class DumpReader:
     def _batch(self, locs: list[_Location]) -> list[Row]:
         """Read a batch of records into one fresh buffer, each run of neighbouring records with one read.
 
-        One large buffer instead of one per row: fresh memory costs a page fault
-        per 4 KiB page, and a large allocation gets huge pages.  The rows of a
+        One large buffer instead of one per row: touching fresh memory costs a
+        page fault per page, and a large buffer gets huge pages.  The rows of a
         batch share it; ``.clone()`` a tensor to keep it on its own.
         """
         runs: list[list[_Location]] = []
@@ -150,8 +156,7 @@ class DumpReader:
                 runs.append([loc])
         # Each record is read with the padding after it, so every byte of a shard is checked by some owner.
         spans = [(run[0].offset, run[-1].pad_end) for run in runs]
-        buffer = torch.empty(sum(end - start for start, end in spans), dtype=torch.uint8)
-        memory = memoryview(buffer.numpy())  # type: ignore[arg-type]
+        memory = _fresh_memory(sum(end - start for start, end in spans))
         views: list[memoryview] = []
         pos = 0
         for run, (start, end) in zip(runs, spans, strict=True):
@@ -170,22 +175,21 @@ class DumpReader:
 
     def _row(self, loc: _Location, view: memoryview) -> Row:
         """Decode and check one record against the manifest; its tensors are views of ``view``."""
-        where = f"{loc.file}:rows[{loc.position}]"
         try:
             record = shard_codec.decode_record(view)
         except InertError as exc:
-            raise type(exc)(exc.format, loc.offset + exc.offset, f"{where}.{exc.field}", exc.reason) from None
+            raise type(exc)(exc.format, loc.offset + exc.offset, f"{loc.where}.{exc.field}", exc.reason) from None
         entry = self._manifest["keys"][loc.key]
         if record["global_index"] != entry["global_index"]:
             raise InvalidValueError(
-                SHARD, loc.offset, f"{where}.global_index",
+                SHARD, loc.offset, f"{loc.where}.global_index",
                 f"record of global index {record['global_index']}, "
                 f"the manifest's key {entry['key']!r} has {entry['global_index']}",
             )
         names = [self.schema[i].name for i in entry["fields"]]
         got_names = [f["name"] for f in record["fields"]]
         if got_names != names:
-            raise InvalidValueError(SHARD, loc.offset, f"{where}.fields", f"fields {got_names}, the manifest lists {names}")
+            raise InvalidValueError(SHARD, loc.offset, f"{loc.where}.fields", f"fields {got_names}, the manifest lists {names}")
         fields: dict[str, Any] = {}
         nested = iter(entry["nested_shapes"])
         for pos, (index, field) in enumerate(zip(entry["fields"], record["fields"], strict=True)):
@@ -193,20 +197,22 @@ class DumpReader:
             body = field["body"]
             fault = check_record_field(spec, body, next(nested) if spec.layout == NESTED else None)
             if fault is not None:
-                raise InvalidValueError(SHARD, loc.offset, f"{where}.fields[{pos}].body.{fault[0]}", fault[1])
-            fields[spec.name] = self._tensor(loc, body, f"{where}.fields[{pos}].body") if "data" in body else body["value"]
+                raise InvalidValueError(SHARD, loc.offset, f"{loc.where}.fields[{pos}].body.{fault[0]}", fault[1])
+            fields[spec.name] = self._tensor(loc, pos, body) if "data" in body else body["value"]
         return Row(entry["key"], entry["global_index"], fields, entry["tag"])
 
     @staticmethod
-    def _tensor(loc: _Location, body: dict[str, Any], where: str) -> torch.Tensor:
+    def _tensor(loc: _Location, pos: int, body: dict[str, Any]) -> torch.Tensor:
         dtype = record_dtype(body["dtype"], loc.file)
         data = body["data"]  # a zero-copy view of the record's buffer, 64-byte aligned
         if not len(data):
             return torch.empty(body["shape"], dtype=dtype)
         if dtype == torch.bool and bool((torch.frombuffer(data, dtype=torch.uint8) > 1).any()):
             # Any byte but 0 and 1 would be a second spelling of true (and breaks torch's bool kernels).
-            raise InvalidValueError(SHARD, loc.offset, f"{where}.data", "a bool tensor holds a byte other than 0 and 1")
-        return torch.frombuffer(data, dtype=dtype).reshape(body["shape"])
+            where = f"{loc.where}.fields[{pos}].body.data"
+            raise InvalidValueError(SHARD, loc.offset, where, "a bool tensor holds a byte other than 0 and 1")
+        tensor = torch.frombuffer(data, dtype=dtype)
+        return tensor if len(body["shape"]) == 1 else tensor.reshape(body["shape"])
 
     def read(
         self,
@@ -260,6 +266,16 @@ class DumpReader:
             futures = [pool.submit(run, owner) for owner in range(owners)]
             results = [future.result() for future in futures]
         return LoadedDump(self.partition_id, self.schema, results)
+
+
+def _fresh_memory(size: int) -> memoryview:
+    """``size`` writable bytes, page aligned.  Large buffers are anonymous mappings with huge pages:
+    measured here, first touch of 96 MiB runs at 8.6 GB/s that way and at 1.9 GB/s in 4 KiB pages."""
+    if size < _HUGE_PAGE or not hasattr(mmap, "MADV_HUGEPAGE"):
+        return memoryview(torch.empty(size, dtype=torch.uint8).numpy())  # type: ignore[arg-type]
+    region = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    region.madvise(mmap.MADV_HUGEPAGE)
+    return memoryview(region)
 
 
 def open_dump(dump_dir: str | os.PathLike[str]) -> DumpReader:
