@@ -13,7 +13,8 @@ bytes, MessagePack values), each with a CRC-32::
 
 ``dumps_metadata``/``loads_metadata`` convert DCP's ``Metadata`` on their own.
 
-PyTorch releases: 2.4 and later load through ``dcp.load``.  2.2 and 2.3 must
+PyTorch releases: 2.4 and later load through ``dcp.load`` (``inert.torch.load`` picks
+the entry point for the running release).  2.2 and 2.3 must
 use the deprecated ``dcp.load_state_dict`` (2.2's ``load`` gathers keys
 before honouring ``no_dist``, so a single process needs ``no_dist=True``;
 2.3's ``load`` drops nested non-tensor values), and Stateful objects need 2.4.
@@ -23,14 +24,38 @@ This is the only module of Inert that imports torch; it needs the extra:
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+
 from ._compat import TORCH_VERSION, parse_version
 from ._metadata import InertStorageInfo, dumps_metadata, loads_metadata
 from ._reader import FileSystemReader, ShapeMismatchError
 from ._writer import FileSystemWriter
 
+
+def load(state_dict: dict[str, Any], path: str | os.PathLike[str], *, planner: Any = None, process_group: Any = None,
+         **reader_options: Any) -> None:
+    """Load a checkpoint into ``state_dict`` in place, through the DCP entry point that works on this PyTorch.
+
+    2.4 and later: ``dcp.load``.  2.2 and 2.3: the deprecated ``dcp.load_state_dict``
+    (2.2's ``load`` gathers keys before honouring ``no_dist``; 2.3's drops nested
+    non-tensor values), with ``no_dist`` when no process group is running;
+    Stateful objects need 2.4.  ``reader_options`` go to :class:`FileSystemReader`.
+    """
+    reader = FileSystemReader(path, **reader_options)
+    single = not (dist.is_available() and dist.is_initialized())
+    if TORCH_VERSION >= (2, 4):
+        dcp.load(state_dict, storage_reader=reader, planner=planner, process_group=process_group, no_dist=single)
+    else:  # pragma: no cover - exercised by the compatibility runs on old releases
+        dcp.load_state_dict(state_dict, storage_reader=reader, planner=planner, process_group=process_group, no_dist=single)
+
 __all__ = [
     "FileSystemWriter",
     "FileSystemReader",
+    "load",
     "ShapeMismatchError",
     "InertStorageInfo",
     "dumps_metadata",
