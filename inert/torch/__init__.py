@@ -27,9 +27,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import torch.distributed as dist
-import torch.distributed.checkpoint as dcp
-
 from ._compat import TORCH_VERSION, parse_version
 from ._metadata import InertStorageInfo, dumps_metadata, loads_metadata
 from ._reader import FileSystemReader, ShapeMismatchError
@@ -45,6 +42,9 @@ def load(state_dict: dict[str, Any], path: str | os.PathLike[str], *, planner: A
     non-tensor values), with ``no_dist`` when no process group is running;
     Stateful objects need 2.4.  ``reader_options`` go to :class:`FileSystemReader`.
     """
+    import torch.distributed as dist  # after the import gate in ._compat
+    import torch.distributed.checkpoint as dcp
+
     reader = FileSystemReader(path, **reader_options)
     single = not (dist.is_available() and dist.is_initialized())
     if TORCH_VERSION >= (2, 4):
