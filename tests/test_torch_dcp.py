@@ -203,10 +203,29 @@ def test_no_code_runs_during_load(tmp_path: Path) -> None:
     model2, optim2 = fresh()
     target = {"model": model2.state_dict(), "optim": optim2.state_dict(), "extra": {"t": None}, "c": Counter(0)}
     load(target, tmp_path)  # warm: the first load imports DCP's modules (an import is an exec event)
-    with no_execution() as events:
-        load(target, tmp_path)
-    assert [e for e in events if "find_class" in e or "marshal" in e] == []
-    assert same(target["model"], model.state_dict())
+    with no_execution() as events:  # this thread: no pickle.find_class, exec, compile or marshal.loads at all
+        load(target, tmp_path, thread_count=1)
+    assert events == []
+    assert same(target["model"], model.state_dict()) and target["c"].n == 3 and target["extra"]["t"] == (1, 2)
+    # every thread (the reader's workers included): no global is ever resolved for a pickle
+    found: list[Any] = []
+    watching = [True]
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        if watching[0] and event in ("pickle.find_class", "marshal.loads"):
+            found.append((event, args))
+
+    sys.addaudithook(hook)
+    try:
+        load(target, tmp_path, thread_count=2)
+        assert found == []
+        # the control: PyTorch's own reader of its own checkpoint does unpickle
+        legacy = tmp_path / "legacy"
+        dcp.save(state, storage_writer=dcp.FileSystemWriter(legacy), no_dist=True)
+        dcp.load(target, storage_reader=dcp.FileSystemReader(legacy), no_dist=True)
+        assert any(event == "pickle.find_class" for event, _ in found)
+    finally:
+        watching[0] = False  # audit hooks cannot be removed
 
 
 def _rewrite_record(path: Path, fqn: str, change: Any) -> None:
