@@ -63,8 +63,9 @@ def _location(storage: dict[Any, Any], key: MetadataIndex, files: dict[str, int]
         raise ValueError(f"{key.fqn}: no storage location for {key}")
     if not isinstance(info, InertStorageInfo):
         raise ValueError(f"{key.fqn}: storage location {info!r} was not written by inert.torch (no record checksum)")
-    if info.transform_descriptors:
-        raise ValueError(f"{key.fqn}: stream transforms {info.transform_descriptors} are not supported")
+    transforms = getattr(info, "transform_descriptors", None)  # a field from 2.7 on
+    if transforms:
+        raise ValueError(f"{key.fqn}: stream transforms {transforms} are not supported")
     files.setdefault(info.relative_path, len(files))
     return info
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch.distributed.checkpoint._traverse import set_element
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
 from torch.distributed.checkpoint.filesystem import FileSystem
 from torch.distributed.checkpoint.metadata import Metadata, TensorStorageMetadata
@@ -84,8 +85,6 @@ def _default_load_bytes(planner: LoadPlanner) -> bool:
 def _set_value(planner: Any, item: ReadItem, value: Any) -> None:
     """What ``DefaultLoadPlanner.load_bytes`` does, with the checked value instead of ``torch.load``."""
     if getattr(planner, "flatten_state_dict", False):
-        from torch.distributed.checkpoint._nested_dict import set_element  # noqa: PLC0415 - private, imported where used
-
         set_element(planner.original_state_dict, planner.mappings[item.dest_index.fqn], value)
     else:
         planner.state_dict[item.dest_index.fqn] = value
