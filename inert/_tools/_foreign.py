@@ -1,0 +1,208 @@
+"""Recognising files that are not Inert's, without executing any of them.
+
+A pickle is walked opcode by opcode with ``pickletools.genops`` (never
+unpickled) to list the globals it would import and count the calls it would
+make; a ``torch.save`` zip is opened as a zip and its ``data.pkl`` walked the
+same way; a safetensors file is its 8-byte length and JSON header.  Every
+read is bounded: at most ``MAX_PICKLE`` bytes of a pickle are walked, at most
+``MAX_LISTED`` names listed.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pickletools
+import struct
+import zipfile
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["PickleScan", "scan_pickle", "looks_like_pickle", "inspect_pickle", "inspect_torch_zip",
+           "inspect_safetensors", "MAX_PICKLE", "MAX_LISTED"]
+
+#: Most bytes of one pickle walked (a pickled state dict carries its tensors inline).
+MAX_PICKLE = 256 << 20
+#: Most globals, tensors or entries listed by name.
+MAX_LISTED = 64
+#: safetensors refuses headers above 100 MB; so does this.
+MAX_SAFETENSORS_HEADER = 100_000_000
+
+# genops decodes protocol-0 strings with these codecs: look them up now so a walk never imports a module.
+for _codec in ("raw_unicode_escape", "unicode_escape", "ascii", "latin-1", "utf-8"):
+    b"".decode(_codec)
+
+_STRINGS = {"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "SHORT_BINSTRING", "BINSTRING", "STRING"}
+_GETS = {"GET", "BINGET", "LONG_BINGET"}
+_PUTS = {"PUT", "BINPUT", "LONG_BINPUT"}
+#: Opcodes that call something the pickle names: each is code execution in a plain unpickler.
+_CALLS = {"REDUCE", "OBJ", "INST", "NEWOBJ", "NEWOBJ_EX", "BUILD"}
+
+
+@dataclass
+class PickleScan:
+    """What a walk of a pickle's opcodes found."""
+
+    protocol: int
+    globals: list[str] = field(default_factory=list)
+    globals_total: int = 0
+    calls: int = 0
+    extensions: list[int] = field(default_factory=list)
+    opcodes: int = 0
+    trailing: int = 0
+    error: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"protocol": self.protocol, "references_globals": self.globals_total > 0 or bool(self.extensions),
+                "globals": self.globals, "globals_total": self.globals_total, "calls": self.calls,
+                "extensions": self.extensions, "opcodes": self.opcodes, "trailing_bytes": self.trailing,
+                "error": self.error}
+
+
+def looks_like_pickle(head: bytes) -> bool:
+    """A pickle of protocol 2 or later starts with PROTO; older ones are recognised by a full walk."""
+    return len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5
+
+
+def scan_pickle(data: bytes | memoryview) -> PickleScan:
+    """Walk one pickle's opcodes and list the ``module.name`` globals it references (at most ``MAX_LISTED``).
+
+    ``STACK_GLOBAL`` takes its names from the stack: the two most recent pushes
+    are tracked, through the memo, which is how every pickler writes them.
+    """
+    scan = PickleScan(protocol=0)
+    stack: list[Any] = []  # the most recent pushes only: enough for STACK_GLOBAL's two operands
+    memo: dict[int, Any] = {}
+    seen: set[str] = set()
+    stream = io.BytesIO(data)  # reads past the end return short: a claimed length allocates nothing
+
+    def reference(name: str) -> None:
+        scan.globals_total += 1
+        if name not in seen and len(scan.globals) < MAX_LISTED:
+            seen.add(name)
+            scan.globals.append(name)
+
+    try:
+        for opcode, raw, _pos in pickletools.genops(stream):
+            arg: Any = raw
+            scan.opcodes += 1
+            name = opcode.name
+            if name == "PROTO":
+                scan.protocol = int(arg)
+            elif scan.protocol == 0 and opcode.proto == 1:
+                scan.protocol = 1
+            if name in ("GLOBAL", "INST"):
+                module, _, attr = str(arg).partition(" ")
+                reference(f"{module}.{attr}")
+            elif name == "STACK_GLOBAL":
+                top: Any = stack[-2:] if len(stack) >= 2 else [None, None]
+                if isinstance(top[0], str) and isinstance(top[1], str):
+                    reference(f"{top[0]}.{top[1]}")
+                else:
+                    reference("<computed name>")
+            elif name.startswith("EXT"):
+                scan.globals_total += 1
+                if len(scan.extensions) < MAX_LISTED:
+                    scan.extensions.append(int(arg))
+            if name in _CALLS:
+                scan.calls += 1
+            if name in _STRINGS:
+                stack.append(arg)
+            elif name in _GETS:
+                stack.append(memo.get(arg))
+            elif name in _PUTS:
+                memo[arg] = stack[-1] if stack else None
+            elif name == "MEMOIZE":
+                memo[len(memo)] = stack[-1] if stack else None
+            elif opcode.stack_after:
+                stack.append(None)
+            del stack[:-4]
+    except ValueError as exc:  # genops' only error: a bad opcode or a truncated argument
+        scan.error = str(exc)
+    scan.trailing = len(data) - stream.tell() if scan.error is None else 0
+    return scan
+
+
+def _read_bounded(path: str, limit: int) -> tuple[bytes, bool]:
+    with open(path, "rb") as handle:
+        data = handle.read(limit + 1)
+    return data[:limit], len(data) > limit
+
+
+def inspect_pickle(path: str) -> dict[str, Any]:
+    data, cut = _read_bounded(path, MAX_PICKLE)
+    scan = scan_pickle(data)
+    result = {"format": "pickle", "path": path, "bytes": os.path.getsize(path), **scan.as_json()}
+    if cut:
+        result["note"] = f"only the first {MAX_PICKLE} bytes were walked"
+    return result
+
+
+def _zip_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int) -> bytes | None:
+    if info.file_size > limit:
+        return None
+    with archive.open(info) as member:
+        return member.read(limit)
+
+
+def inspect_torch_zip(path: str) -> dict[str, Any] | None:
+    """A ``torch.save`` zip (an archive holding ``<name>/data.pkl``), or None for another zip."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            infos = archive.infolist()
+            pkl = next((i for i in infos if i.filename == "data.pkl" or i.filename.endswith("/data.pkl")), None)
+            if pkl is None:
+                return None
+            prefix = pkl.filename[: -len("data.pkl")]
+            storages = [i for i in infos if i.filename.startswith(prefix + "data/") and not i.is_dir()]
+            data = _zip_member(archive, pkl, MAX_PICKLE)
+            result: dict[str, Any] = {
+                "format": "torch-save-zip", "path": path, "bytes": os.path.getsize(path), "entries": len(infos),
+                "storages": len(storages), "storage_bytes": sum(i.file_size for i in storages),
+            }
+            version = next((i for i in infos if i.filename == prefix + ".data/version"), None)
+            if version is not None:
+                text = _zip_member(archive, version, 64)
+                result["archive_version"] = None if text is None else text.decode("ascii", "replace").strip()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, OSError, EOFError, ValueError) as exc:
+        return {"format": "zip", "path": path, "bytes": os.path.getsize(path), "error": f"unreadable zip: {exc}"}
+    if data is None:
+        result["data_pkl"] = {"error": f"data.pkl of {pkl.file_size} bytes exceeds the {MAX_PICKLE}-byte limit"}
+    else:
+        result["data_pkl"] = scan_pickle(data).as_json()
+    return result
+
+
+def inspect_safetensors(path: str) -> dict[str, Any] | None:
+    """A safetensors file (8-byte little-endian header length, JSON header), or None if it is not one."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as handle:
+        head = handle.read(8)
+        if len(head) < 8:
+            return None
+        (length,) = struct.unpack("<Q", head)
+        if length < 2 or length > MAX_SAFETENSORS_HEADER or 8 + length > size:
+            return None
+        text = handle.read(length)
+    if text[:1] != b"{":
+        return None
+    try:
+        header = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(header, dict):
+        return None
+    meta = header.pop("__metadata__", None)
+    tensors: list[dict[str, Any]] = []
+    total = 0
+    for name, entry in header.items():
+        if not isinstance(entry, dict):
+            continue
+        offsets = entry.get("data_offsets") or [0, 0]
+        nbytes = offsets[1] - offsets[0] if len(offsets) == 2 and all(isinstance(o, int) for o in offsets) else 0
+        total += nbytes
+        if len(tensors) < MAX_LISTED:
+            tensors.append({"name": name, "dtype": entry.get("dtype"), "shape": entry.get("shape"), "bytes": nbytes})
+    return {"format": "safetensors", "path": path, "bytes": size, "header_bytes": length, "tensors_total": len(header),
+            "tensor_bytes": total, "tensors": tensors, "metadata": meta if isinstance(meta, dict) else None}

@@ -1,0 +1,410 @@
+"""``inert verify PATH``: every byte of a checkpoint or dump directory is checked, with the readers' own checks.
+
+Checkpoint: the ``.metadata`` is decoded by ``inert.torch.FileSystemReader``
+(``read_metadata``); every record is read, decoded and checked by that
+reader's own record path (structure, CRC-32 against the record and against
+the metadata, kind, dtype and shape against the chunk), and the record
+placement by its placement check.  On top of what a load checks, verify
+makes sure nothing is left unchecked: every chunk of every tensor has its
+record and the chunks cover the tensor, each data file is exactly its
+header, its records and the zero padding between them (the record count in
+the header included), and the directory holds no file the metadata does not
+name.
+
+Dump: the manifest is read and cross-checked by ``inert.dump``, the shards
+opened by ``DumpReader`` (headers, row counts, sizes) and every row read by
+it (each record, its CRC-32 and the padding after it); plus no stray and no
+missing files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from inert._errors import InertError
+
+from ._common import INVALID, OK, USAGE, CommandError, Progress, fail
+from ._inspect import MANIFEST_NAME, METADATA_NAME, directory_kind
+
+__all__ = ["add_parser", "run", "verify_path", "Report"]
+
+_RANK_METADATA = re.compile(r"__\d+\.metadata\Z")
+
+HELP = """\
+Check a whole Inert checkpoint or dump directory (or one Inert file):
+every file decodes, every checksum matches, every chunk of the metadata is
+covered by exactly one record, no file is missing and none is stray.
+
+Prints one verdict line: `inert: verify: OK: N files, M records, B bytes`
+(stdout) or `inert: verify: FAILED: <first problem>` (stderr); with --all,
+every problem found, one per line, before the verdict.  A progress bar is
+drawn on stderr when it is a terminal, never when it is piped.
+
+exit codes: 0 verified; 1 a problem was found; 2 usage or I/O error.
+"""
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "verify", help="check every byte of a checkpoint or dump directory",
+        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("path", metavar="PATH", help="a checkpoint or dump directory, or one Inert file")
+    parser.add_argument("--all", action="store_true", help="report every problem, not only the first")
+    parser.add_argument("--threads", type=int, default=2, help="records checked in parallel (default 2)")
+    return parser
+
+
+@dataclass
+class Report:
+    """What verification found: counts of what was checked, and the problems (empty when whole)."""
+
+    kind: str
+    files: int = 0
+    records: int = 0
+    bytes: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def verdict(self) -> str:
+        if self.ok:
+            return f"OK: {self.files} files, {self.records} records, {self.bytes} bytes"
+        more = f" (and {len(self.problems) - 1} more problems)" if len(self.problems) > 1 else ""
+        return f"FAILED: {self.problems[0]}{more}"
+
+
+class _Stop(Exception):
+    """The first problem, when only the first is wanted."""
+
+
+class _Problems:
+    def __init__(self, report: Report, keep_going: bool) -> None:
+        self.report = report
+        self.keep_going = keep_going
+
+    def add(self, text: str) -> None:
+        self.report.problems.append(" ".join(text.split()))
+        if not self.keep_going:
+            raise _Stop
+
+    def guard(self, what: str, call: Callable[[], Any]) -> Any:
+        """``call()``, its InertError (or unreadable-file error) recorded as a problem prefixed with ``what``."""
+        try:
+            return call()
+        except InertError as exc:
+            self.add(f"{what}{exc}")
+        except (OSError, RuntimeError) as exc:  # RuntimeError: a dtype this torch lacks (inert.torch._compat)
+            self.add(f"{what}{getattr(exc, 'strerror', None) or exc}")
+        return None
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.threads < 1:
+        return fail("verify", CommandError("--threads must be at least 1"))
+    try:
+        report = verify_path(args.path, keep_going=args.all, threads=args.threads)
+    except CommandError as exc:
+        return fail("verify", exc)
+    if report.ok:
+        print(f"inert: verify: {report.verdict()}")
+        return OK
+    if args.all:
+        for problem in report.problems:
+            print(f"inert: verify: {problem}", file=sys.stderr)
+    print(f"inert: verify: {report.verdict()}", file=sys.stderr)
+    return INVALID
+
+
+def verify_path(path: str, *, keep_going: bool = False, threads: int = 2, show_progress: bool = True) -> Report:
+    """Verify a checkpoint or dump directory, or one Inert file; problems are collected in the report."""
+    if not os.path.exists(path):
+        raise CommandError(f"{path}: no such file or directory", USAGE)
+    if not os.path.isdir(path):
+        return _verify_file(path)
+    kind = directory_kind(path)
+    report = Report(kind)
+    problems = _Problems(report, keep_going)
+    try:
+        if kind == "inert-checkpoint":
+            _CheckpointCheck(path, problems, threads, show_progress).run()
+        elif kind == "dump":
+            _check_dump(path, problems, show_progress)
+        elif kind == "legacy-dcp-checkpoint":
+            problems.add(f"{path} is a legacy pickle checkpoint (torch.distributed.checkpoint's own format), "
+                         "not Inert: `inert migrate` converts it")
+        else:
+            problems.add(f"{path} is not a checkpoint or dump directory (no .metadata, no MANIFEST)")
+    except _Stop:
+        pass
+    return report
+
+
+def _verify_file(path: str) -> Report:
+    from ._files import mapped
+    from ._inspect import _magic_codecs
+
+    report = Report("file", files=1)
+    try:
+        with mapped(path) as view:
+            report.bytes = len(view)
+            module = next((m for magic, m in _magic_codecs().items() if bytes(view[: len(magic)]) == magic), None)
+            if module is None:
+                from inert._checks import describe_foreign
+
+                report.problems.append(f"{path}: not an Inert file: {describe_foreign(bytes(view[:16]))}")
+                return report
+            doc = module.decode(view)
+    except InertError as exc:
+        report.problems.append(f"{path}: {exc}")
+        return report
+    except OSError as exc:
+        raise CommandError(f"{path}: {exc.strerror}", USAGE) from None
+    report.records = len(doc.get("records", doc.get("rows", [None])))
+    return report
+
+
+def _stray(path: str, expected: set[str], problems: _Problems) -> None:
+    for name in sorted(set(os.listdir(path)) - expected):
+        problems.add(f"{os.path.join(path, name)}: stray file: the metadata names no such file")
+
+
+# -- checkpoints ----------------------------------------------------------------------------------------------
+
+class _CheckpointCheck:
+    def __init__(self, path: str, problems: _Problems, threads: int, show_progress: bool) -> None:
+        self.path = path
+        self.problems = problems
+        self.report = problems.report
+        self.threads = threads
+        self.show_progress = show_progress
+
+    def run(self) -> None:
+        names = os.listdir(self.path)
+        metadata_names = [METADATA_NAME] if METADATA_NAME in names else sorted(n for n in names if _RANK_METADATA.match(n))
+        expected = set(metadata_names)
+        plans = []
+        for name in metadata_names:
+            planned = self.problems.guard(f"{os.path.join(self.path, name)}: ", partial(self._plan, name))
+            if planned is not None:
+                plans.append(planned)
+                expected.update(planned[1])
+        _stray(self.path, expected, self.problems)
+        self.report.files = len(expected)
+        self.report.bytes = sum(os.path.getsize(os.path.join(self.path, n)) for n in expected
+                                if os.path.isfile(os.path.join(self.path, n)))
+        for reader, per_file in plans:
+            self._check_files(reader, per_file)
+
+    def _plan(self, name: str) -> tuple[Any, dict[str, list[tuple[Any, Any]]]]:
+        """The metadata, decoded by inert.torch's reader, and one read item per record, by file."""
+        from torch.distributed.checkpoint.metadata import BytesStorageMetadata, MetadataIndex
+
+        from inert.torch import FileSystemReader
+
+        reader = FileSystemReader(self.path, thread_count=1)
+        rank = None if name == METADATA_NAME else int(name[2:].split(".")[0])
+        metadata = reader.read_metadata() if rank is None else reader.read_metadata(rank=rank)
+        reader.set_up_storage_reader(metadata, True)
+        storage = metadata.storage_data
+        per_file: dict[str, list[tuple[Any, Any]]] = defaultdict(list)
+        for fqn, md in metadata.state_dict_metadata.items():
+            if isinstance(md, BytesStorageMetadata):
+                key = MetadataIndex(fqn)
+                per_file[storage[key].relative_path].append((_read_item(key, None), storage[key]))
+                continue
+            self._check_coverage(fqn, md)
+            for index, chunk in enumerate(md.chunks):
+                key = MetadataIndex(fqn, chunk.offsets, index)
+                info = storage.get(key)
+                if info is None:
+                    self.problems.add(f"{name}: {fqn}: chunk {index} at {tuple(chunk.offsets)} has no record")
+                    continue
+                per_file[info.relative_path].append((_read_item(key, chunk.sizes), info))
+        return reader, dict(per_file)
+
+    def _check_coverage(self, fqn: str, md: Any) -> None:
+        """The chunks of a tensor cover it exactly: their volumes add up and no two overlap."""
+        chunks = md.chunks
+        total = _volume(md.size)
+        covered = sum(_volume(c.sizes) for c in chunks)
+        if covered != total:
+            self.problems.add(f"{fqn}: chunks cover {covered} of the tensor's {total} elements")
+            return
+        if len(chunks) <= 256:  # pairwise: fine for the chunk counts of real tensors (one per rank)
+            for i, a in enumerate(chunks):
+                for b in chunks[i + 1 :]:
+                    if all(ao < bo + bs and bo < ao + as_ for ao, as_, bo, bs
+                           in zip(a.offsets, a.sizes, b.offsets, b.sizes, strict=True)) and _volume(a.sizes) and _volume(b.sizes):
+                        self.problems.add(f"{fqn}: chunks at {tuple(a.offsets)} and {tuple(b.offsets)} overlap")
+                        return
+
+    def _check_files(self, reader: Any, per_file: dict[str, list[tuple[Any, Any]]]) -> None:
+        from inert.torch._reader import _Buffers
+
+        work: list[tuple[str, Any, Any]] = []
+        for name, pairs in per_file.items():
+            full = os.path.join(self.path, name)
+            if not os.path.isfile(full):
+                self.problems.add(f"{full}: missing: the metadata has {len(pairs)} records in it")
+                continue
+            before = len(self.report.problems)
+            infos = [info for _, info in pairs]
+            self.problems.guard("", partial(reader._check_placement, {name: infos}))
+            self.problems.guard("", partial(_check_shard_layout, full, name, infos))
+            if len(self.report.problems) > before:
+                continue  # a file laid out wrong: its records are not read at the offsets named
+            work.extend((name, item, info) for item, info in sorted(pairs, key=lambda p: p[1].offset))
+        self.report.records += len(work)
+        total = sum(info.length for _, _, info in work)
+        progress = Progress("verify", total) if self.show_progress else None
+        buffers = _Buffers(keep=3 * self.threads)
+        fds = {name: os.open(os.path.join(self.path, name), os.O_RDONLY) for name in {w[0] for w in work}}
+        try:
+            for done, info in self._records(reader, fds, work, buffers):
+                if progress is not None:
+                    progress.advance(info.length)
+                if isinstance(done, BaseException):
+                    self.problems.add(f"{done}")
+        finally:
+            if progress is not None:
+                progress.close()
+            for fd in fds.values():
+                os.close(fd)
+
+    def _records(self, reader: Any, fds: dict[str, int], work: list[Any], buffers: Any
+                 ) -> Iterator[tuple[Any, Any]]:
+        def one(name: str, item: Any, info: Any) -> Any:
+            try:
+                _item, _loaded, buffer = reader._load(fds[name], name, item, info, buffers, None)
+            except (InertError, RuntimeError) as exc:
+                return exc
+            if buffer is not None:
+                buffers.give(buffer)
+            return None
+
+        window = 2 * self.threads
+        with ThreadPoolExecutor(self.threads) as pool:
+            pending: list[tuple[Future[Any], Any]] = []
+            try:
+                for name, item, info in work:
+                    pending.append((pool.submit(one, name, item, info), info))
+                    if len(pending) >= window:
+                        future, done_info = pending.pop(0)
+                        yield future.result(), done_info
+                for future, done_info in pending:
+                    yield future.result(), done_info
+            finally:
+                for future, _ in pending:
+                    future.cancel()
+
+
+def _volume(sizes: Any) -> int:
+    count = 1
+    for size in sizes:
+        count *= size
+    return count
+
+
+def _read_item(key: Any, sizes: Any) -> Any:
+    from torch.distributed.checkpoint.planner import LoadItemType, ReadItem
+
+    if sizes is None:
+        return ReadItem(type=LoadItemType.BYTE_IO, dest_index=key, dest_offsets=_size([]), storage_index=key,
+                        storage_offsets=_size([]), lengths=_size([]))
+    zeros = _size([0] * len(sizes))
+    return ReadItem(type=LoadItemType.TENSOR, dest_index=key, dest_offsets=zeros, storage_index=key,
+                    storage_offsets=zeros, lengths=_size(list(sizes)))
+
+
+def _size(values: list[int]) -> Any:
+    import torch
+
+    return torch.Size(values)
+
+
+def _check_shard_layout(full: str, name: str, infos: list[Any]) -> None:
+    """The file is its header, a count equal to the records the metadata names, and those records in order,
+    each at the next multiple of 64, with zero padding between them and nothing after the last."""
+    from inert._codec_runtime import read_file_header
+    from inert._errors import InvalidValueError, TrailingBytesError
+    from inert.codecs import checkpoint_shard as shard
+    from inert.torch._writer import ALIGN
+
+    fmt = shard.FORMAT
+    with open(full, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        head = handle.read(shard.HEADER_SIZE + 4)
+        try:
+            read_file_header(fmt, head, shard.MAGIC, shard.VERSIONS)
+        except InertError as exc:
+            raise exc.within(name) from None
+        count = int.from_bytes(head[shard.HEADER_SIZE :], "little") if len(head) == shard.HEADER_SIZE + 4 else -1
+        if count != len(infos):
+            raise InvalidValueError(fmt, shard.HEADER_SIZE, f"{name}:records",
+                                    f"the file holds {count} records, the metadata names {len(infos)}")
+        end = shard.HEADER_SIZE + 4
+        for info in sorted(infos, key=lambda i: i.offset):
+            start = end + (-end % ALIGN)
+            if info.offset != start:
+                raise InvalidValueError(fmt, info.offset, name, f"record at {info.offset}, the previous one ends at {end}")
+            handle.seek(end)
+            if any(handle.read(start - end)):
+                raise InvalidValueError(fmt, end, f"{name}:pad", "padding bytes between records are not zero")
+            end = info.offset + info.length
+        if size > end:
+            raise TrailingBytesError(fmt, end, name, f"{size - end} bytes after the last record")
+
+
+# -- dumps ----------------------------------------------------------------------------------------------------
+
+def _check_dump(path: str, problems: _Problems, show_progress: bool) -> None:
+    from inert.dump import DumpReader, read_manifest
+
+    report = problems.report
+    manifest = problems.guard(f"{os.path.join(path, MANIFEST_NAME)}: ", lambda: read_manifest(path))
+    if manifest is None:
+        _stray(path, {MANIFEST_NAME}, problems)
+        return
+    files = [s["file"] for s in manifest["shards"]]
+    expected = {MANIFEST_NAME, *files}
+    missing = [f for f in files if not os.path.isfile(os.path.join(path, f))]
+    for name in missing:
+        problems.add(f"{os.path.join(path, name)}: missing: the manifest places rows in it")
+    _stray(path, expected, problems)
+    report.files = len(expected) - len(missing)
+    report.bytes = sum(os.path.getsize(os.path.join(path, f)) for f in expected if f not in missing)
+    if missing:
+        return
+    opened = problems.guard("", lambda: DumpReader(path))
+    if opened is None:
+        return
+    rows = len(opened.keys)
+    report.records = rows
+    progress = Progress("verify", rows, unit="rows") if show_progress else None
+    with opened as reader:
+        try:
+            if problems.keep_going:  # row by row, so that every damaged row is named
+                for loc in reader._locations:
+                    problems.guard("", partial(reader._batch, [loc]))
+                    if progress is not None:
+                        progress.advance(1)
+            else:
+                def consume(owner: int, batch: list[Any]) -> None:
+                    if progress is not None:
+                        progress.advance(len(batch))
+
+                problems.guard("", lambda: reader.read(owners=2, consume=consume))
+        finally:
+            if progress is not None:
+                progress.close()
