@@ -207,6 +207,7 @@ def test_inspect_foreign_files_without_executing_them(tmp_path: Path, capsys: An
     header = json.dumps({"a": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]},
                          "__metadata__": {"k": "v"}}).encode()
     st.write_bytes(struct.pack("<Q", len(header)) + header + bytes(16))
+    run_cli("inspect", str(plain), capsys=capsys)  # the command's modules are imported before the guard
     with _audit.no_execution():  # no global resolved, nothing compiled or run
         got = {p.name: run_cli("inspect", "--json", str(p), capsys=capsys) for p in (evil, plain, old, zipped, st)}
     assert not marker.exists()

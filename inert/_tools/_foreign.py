@@ -31,7 +31,7 @@ MAX_SAFETENSORS_HEADER = 100_000_000
 
 # genops decodes protocol-0 strings with these codecs: look them up now so a walk never imports a module.
 for _codec in ("raw_unicode_escape", "unicode_escape", "ascii", "latin-1", "utf-8"):
-    b"".decode(_codec)
+    b"a".decode(_codec)  # (an empty input would skip the lookup)
 
 _STRINGS = {"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "SHORT_BINSTRING", "BINSTRING", "STRING"}
 _GETS = {"GET", "BINGET", "LONG_BINGET"}
