@@ -6,10 +6,12 @@ Each test starts 2 processes (this machine has 2 cores); the ranks run this file
 
 from __future__ import annotations
 
+import datetime
+import inspect
 import os
-import socket
 import subprocess
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
@@ -29,23 +31,25 @@ def full() -> torch.Tensor:
     return torch.arange(ROWS * COLS, dtype=torch.float32).reshape(ROWS, COLS)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def run_ranks(scenario: str, path: Path, world: int = 2) -> list[subprocess.CompletedProcess[str]]:
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), WORLD_SIZE=str(world))
-    procs = [
-        subprocess.Popen([sys.executable, __file__, scenario, str(path)], env=dict(env, RANK=str(rank)),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for rank in range(world)
-    ]
-    results = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=180)
-        results.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    # A file rendezvous: no port to pick, so no port another process can take first.
+    with tempfile.TemporaryDirectory() as rendezvous:
+        env = dict(os.environ, INERT_RENDEZVOUS=f"file://{rendezvous}/store", WORLD_SIZE=str(world))
+        procs = [
+            subprocess.Popen([sys.executable, __file__, scenario, str(path)], env=dict(env, RANK=str(rank)),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for rank in range(world)
+        ]
+        results = []
+        try:
+            for proc in procs:
+                out, err = proc.communicate(timeout=240)
+                results.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+        finally:
+            for proc in procs:  # a rank left waiting for a dead peer must not outlive the test
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
     return results
 
 
@@ -62,7 +66,8 @@ def test_two_ranks_save_and_load_then_reshard_to_one(tmp_path: Path) -> None:
     # 2 -> 1: one process reads both ranks' shards into whole tensors
     state: dict[str, Any] = {"dt": torch.zeros(ROWS, COLS), "rank0": torch.zeros(3), "rank1": torch.zeros(3),
                              "common": {"step": 0}}
-    dcp.load(state, storage_reader=FileSystemReader(tmp_path), no_dist=True)
+    one = {"no_dist": True} if "no_dist" in inspect.signature(dcp.load).parameters else {}  # 2.4 infers it
+    dcp.load(state, storage_reader=FileSystemReader(tmp_path), **one)
     assert torch.equal(state["dt"], full())
     assert torch.equal(state["rank0"], torch.full((3,), 0.0)) and torch.equal(state["rank1"], torch.full((3,), 1.0))
     assert state["common"] == {"step": 7}
@@ -84,7 +89,10 @@ class _Opaque:
 
 def _rank_state(rank: int, zero: bool) -> dict[str, Any]:
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor import Shard, distribute_tensor
+    try:
+        from torch.distributed.tensor import Shard, distribute_tensor
+    except ImportError:  # before 2.5
+        from torch.distributed._tensor import Shard, distribute_tensor  # type: ignore[no-redef]
 
     mesh = init_device_mesh("cpu", (dist.get_world_size(),))
     tensor = torch.zeros(ROWS, COLS) if zero else full()
@@ -97,7 +105,8 @@ def _rank_state(rank: int, zero: bool) -> dict[str, Any]:
 
 def _worker(scenario: str, path: str) -> None:
     warnings.filterwarnings("ignore")
-    dist.init_process_group("gloo")
+    dist.init_process_group("gloo", init_method=os.environ["INERT_RENDEZVOUS"], rank=int(os.environ["RANK"]),
+                            world_size=int(os.environ["WORLD_SIZE"]), timeout=datetime.timedelta(seconds=120))
     rank = dist.get_rank()
     try:
         if scenario == "save":

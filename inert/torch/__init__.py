@@ -47,8 +47,10 @@ def load(state_dict: dict[str, Any], path: str | os.PathLike[str], *, planner: A
 
     reader = FileSystemReader(path, **reader_options)
     single = not (dist.is_available() and dist.is_initialized())
-    if TORCH_VERSION >= (2, 4):
+    if TORCH_VERSION >= (2, 5):
         dcp.load(state_dict, storage_reader=reader, planner=planner, process_group=process_group, no_dist=single)
+    elif TORCH_VERSION == (2, 4):  # 2.4's load has no no_dist: it infers a single process
+        dcp.load(state_dict, storage_reader=reader, planner=planner, process_group=process_group)
     else:  # pragma: no cover - exercised by the compatibility runs on old releases
         dcp.load_state_dict(state_dict, storage_reader=reader, planner=planner, process_group=process_group, no_dist=single)
 
