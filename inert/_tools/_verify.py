@@ -80,7 +80,8 @@ class Report:
     def verdict(self) -> str:
         if self.ok:
             return f"OK: {self.files} files, {self.records} records, {self.bytes} bytes"
-        more = f" (and {len(self.problems) - 1} more problems)" if len(self.problems) > 1 else ""
+        extra = len(self.problems) - 1
+        more = f" (and {extra} more problem{'s' if extra > 1 else ''})" if extra else ""
         return f"FAILED: {self.problems[0]}{more}"
 
 
