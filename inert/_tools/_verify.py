@@ -200,7 +200,8 @@ class _CheckpointCheck:
             if planned is not None:
                 plans.append(planned)
                 expected.update(planned[1])
-        _stray(self.path, expected, self.problems)
+        if len(plans) == len(metadata_names):  # without the metadata, which files belong is unknown
+            _stray(self.path, expected, self.problems)
         self.report.files = len(expected)
         self.report.bytes = sum(os.path.getsize(os.path.join(self.path, n)) for n in expected
                                 if os.path.isfile(os.path.join(self.path, n)))
@@ -269,7 +270,7 @@ class _CheckpointCheck:
         self.report.records += len(work)
         total = sum(info.length for _, _, info in work)
         progress = Progress("verify", total) if self.show_progress else None
-        buffers = _Buffers(keep=3 * self.threads)
+        buffers = _Buffers(keep=self.threads + 1)  # one per record in flight: memory is a few records
         fds = {name: os.open(os.path.join(self.path, name), os.O_RDONLY) for name in {w[0] for w in work}}
         try:
             for done, info in self._records(reader, fds, work, buffers):
@@ -294,7 +295,7 @@ class _CheckpointCheck:
                 buffers.give(buffer)
             return None
 
-        window = 2 * self.threads
+        window = self.threads + 1
         with ThreadPoolExecutor(self.threads) as pool:
             pending: list[tuple[Future[Any], Any]] = []
             try:
@@ -374,8 +375,7 @@ def _check_dump(path: str, problems: _Problems, show_progress: bool) -> None:
 
     report = problems.report
     manifest = problems.guard(f"{os.path.join(path, MANIFEST_NAME)}: ", lambda: read_manifest(path))
-    if manifest is None:
-        _stray(path, {MANIFEST_NAME}, problems)
+    if manifest is None:  # without the manifest, which files belong is unknown
         return
     files = [s["file"] for s in manifest["shards"]]
     expected = {MANIFEST_NAME, *files}
