@@ -233,6 +233,51 @@ def test_inspect_foreign_files_without_executing_them(tmp_path: Path, capsys: An
     assert code == 1 and json.loads(out)["format"] == "unknown"
 
 
+def _damaged(data: bytes) -> list[bytes]:
+    """Truncations and single-byte flips spread over the whole file."""
+    cuts = [data[:cut] for cut in sorted({0, 1, 8, 9, 12, len(data) // 2, len(data) - 1})]
+    flips = []
+    for pos in range(0, len(data), max(1, len(data) // 24)):
+        flipped = bytearray(data)
+        flipped[pos] ^= 0xFF
+        flips.append(bytes(flipped))
+    return cuts + flips
+
+
+def test_inspect_of_damaged_files_is_a_summary_or_one_line(made: dict[str, Path], tmp_path: Path, capsys: Any) -> None:
+    zipped = tmp_path / "t.pt"
+    torch.save({"w": torch.ones(3), "n": 1}, zipped)
+    header = json.dumps({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}).encode()
+    st = tmp_path / "m.safetensors"
+    st.write_bytes(struct.pack("<Q", len(header)) + header + bytes(8))
+    sources = [made["inert"] / ".metadata", made["inert"] / "__0_0.distcp", made["dump"] / "MANIFEST",
+               made["dump"] / "shard-00000.bin", made["legacy"] / ".metadata", zipped, st]
+    run_cli("inspect", str(st), capsys=capsys)  # imports before the guard
+    outcomes = set()
+    with _audit.no_execution():
+        for source in sources:
+            for index, data in enumerate(_damaged(source.read_bytes())):
+                target = tmp_path / f"{source.name}.{index}"
+                target.write_bytes(data)
+                code, out, err = run_cli("inspect", "--json", str(target), capsys=capsys)
+                assert code in (0, 1), (target, err)
+                if err:
+                    assert code == 1 and err.startswith("inert: inspect: ") and err.count("\n") == 1, err
+                else:
+                    outcomes.add(json.loads(out)["format"])
+    assert {"pickle", "torch-save-zip", "safetensors", "unknown"} <= outcomes
+
+
+def test_verify_of_a_damaged_metadata_is_one_line(made: dict[str, Path], tmp_path: Path, capsys: Any) -> None:
+    path = copy(made, "inert", tmp_path)
+    original = (path / ".metadata").read_bytes()
+    for data in _damaged(original):
+        (path / ".metadata").write_bytes(data)
+        code, out, err = run_cli("verify", "--all", str(path), capsys=capsys)
+        assert code == 1 and out == "", err
+        assert len(err.splitlines()) == 2 and "checkpoint-metadata" in err, err
+
+
 def test_inspect_legacy_checkpoint_checks_the_globals_against_the_migrate_allowlist(made: dict[str, Path],
                                                                                      capsys: Any) -> None:
     for name in ("legacy", "legacy2"):

@@ -16,6 +16,7 @@ import os
 import pickletools
 import struct
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,10 @@ __all__ = ["PickleScan", "scan_pickle", "looks_like_pickle", "inspect_pickle", "
 
 #: Most bytes of one pickle walked (a pickled state dict carries its tensors inline).
 MAX_PICKLE = 256 << 20
+#: Most opcodes walked (each costs a Python iteration; a real pickle's are far fewer than its bytes).
+MAX_OPCODES = 5_000_000
+#: Most memo entries tracked for ``STACK_GLOBAL`` names (beyond it, names read as computed).
+MAX_MEMO = 1 << 20
 #: Most globals, tensors or entries listed by name.
 MAX_LISTED = 64
 #: safetensors refuses headers above 100 MB; so does this.
@@ -74,6 +79,7 @@ def scan_pickle(data: bytes | memoryview) -> PickleScan:
     scan = PickleScan(protocol=0)
     stack: list[Any] = []  # the most recent pushes only: enough for STACK_GLOBAL's two operands
     memo: dict[int, Any] = {}
+    memo_index = 0
     seen: set[str] = set()
     stream = io.BytesIO(data)  # reads past the end return short: a claimed length allocates nothing
 
@@ -86,6 +92,9 @@ def scan_pickle(data: bytes | memoryview) -> PickleScan:
     try:
         for opcode, raw, _pos in pickletools.genops(stream):
             arg: Any = raw
+            if scan.opcodes >= MAX_OPCODES:
+                scan.error = f"stopped after {MAX_OPCODES} opcodes"
+                break
             scan.opcodes += 1
             name = opcode.name
             if name == "PROTO":
@@ -112,9 +121,12 @@ def scan_pickle(data: bytes | memoryview) -> PickleScan:
             elif name in _GETS:
                 stack.append(memo.get(arg))
             elif name in _PUTS:
-                memo[arg] = stack[-1] if stack else None
+                if len(memo) < MAX_MEMO:
+                    memo[arg] = stack[-1] if stack else None
             elif name == "MEMOIZE":
-                memo[len(memo)] = stack[-1] if stack else None
+                memo_index += 1
+                if len(memo) < MAX_MEMO:
+                    memo[memo_index - 1] = stack[-1] if stack else None
             elif opcode.stack_after:
                 stack.append(None)
             del stack[:-4]
@@ -165,7 +177,8 @@ def inspect_torch_zip(path: str) -> dict[str, Any] | None:
             if version is not None:
                 text = _zip_member(archive, version, 64)
                 result["archive_version"] = None if text is None else text.decode("ascii", "replace").strip()
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, OSError, EOFError, ValueError) as exc:
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, OSError, EOFError,
+            ValueError, struct.error, zlib.error) as exc:  # RuntimeError: an encrypted member
         return {"format": "zip", "path": path, "bytes": os.path.getsize(path), "error": f"unreadable zip: {exc}"}
     if data is None:
         result["data_pkl"] = {"error": f"data.pkl of {pkl.file_size} bytes exceeds the {MAX_PICKLE}-byte limit"}
@@ -199,10 +212,13 @@ def inspect_safetensors(path: str) -> dict[str, Any] | None:
     for name, entry in header.items():
         if not isinstance(entry, dict):
             continue
-        offsets = entry.get("data_offsets") or [0, 0]
-        nbytes = offsets[1] - offsets[0] if len(offsets) == 2 and all(isinstance(o, int) for o in offsets) else 0
+        offsets, shape, dtype = entry.get("data_offsets"), entry.get("shape"), entry.get("dtype")
+        ints = isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int for o in offsets)
+        nbytes = offsets[1] - offsets[0] if ints else 0
         total += nbytes
-        if len(tensors) < MAX_LISTED:
-            tensors.append({"name": name, "dtype": entry.get("dtype"), "shape": entry.get("shape"), "bytes": nbytes})
+        if len(tensors) < MAX_LISTED:  # a hostile header's odd values are shown as absent, not trusted
+            tensors.append({"name": name, "dtype": dtype if isinstance(dtype, str) else None,
+                            "shape": shape if isinstance(shape, list) and all(type(d) is int for d in shape) else None,
+                            "bytes": nbytes})
     return {"format": "safetensors", "path": path, "bytes": size, "header_bytes": length, "tensors_total": len(header),
             "tensor_bytes": total, "tensors": tensors, "metadata": meta if isinstance(meta, dict) else None}

@@ -109,17 +109,9 @@ def directory_kind(path: str) -> str:
         if not ranks:
             return "unknown"
         metadata = os.path.join(path, ranks[0])
-    head = read_head(metadata)
-    if head.startswith(_magic_codec_name("checkpoint-metadata")):
-        return "inert-checkpoint"
-    if _foreign.looks_like_pickle(head):
+    if _foreign.looks_like_pickle(read_head(metadata)):
         return "legacy-dcp-checkpoint"
-    return "unknown"
-
-
-def _magic_codec_name(fmt: str) -> bytes:
-    module = importlib.import_module(f"inert.codecs.{fmt.replace('-', '_')}")
-    return bytes(module.MAGIC)
+    return "inert-checkpoint"  # or a damaged one: decoding its .metadata says what is wrong
 
 
 def inspect_path(path: str) -> dict[str, Any]:
@@ -135,6 +127,8 @@ def inspect_path(path: str) -> dict[str, Any]:
                 "reason": "a directory without .metadata or MANIFEST: not a checkpoint or dump directory"}
     if not os.path.exists(path):
         raise CommandError(f"{path}: no such file or directory")
+    if not os.path.isfile(path):  # a FIFO or a device could be endless
+        raise CommandError(f"{path}: not a regular file or a directory")
     return _file(path)
 
 
@@ -387,7 +381,7 @@ def render(s: dict[str, Any]) -> str:
         else:
             lines.append(f"data.pkl: {pkl['error']}")
     if fmt == "safetensors":
-        _rows(lines, s["tensors"], lambda t: f"{t['name']}  {t['dtype']}  {_shape(t['shape'] or [])}  {_size(t['bytes'])}",
+        _rows(lines, s["tensors"], lambda t: f"{t['name']}  {t['dtype']}  {_shape(t['shape'] or [])}  {t['bytes']} B",
               s["tensors_total"])
     if "files" in s and fmt in ("inert-checkpoint", "dump", "legacy-dcp-checkpoint"):
         lines.append(f"files: {len(s['files'])}")

@@ -132,6 +132,8 @@ def verify_path(path: str, *, keep_going: bool = False, threads: int = 2, show_p
     if not os.path.exists(path):
         raise CommandError(f"{path}: no such file or directory", USAGE)
     if not os.path.isdir(path):
+        if not os.path.isfile(path):  # a FIFO or a device could be endless
+            raise CommandError(f"{path}: not a regular file or a directory", USAGE)
         return _verify_file(path)
     kind = directory_kind(path)
     report = Report(kind)
