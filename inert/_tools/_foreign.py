@@ -212,7 +212,8 @@ def inspect_safetensors(path: str) -> dict[str, Any] | None:
     for name, entry in header.items():
         if not isinstance(entry, dict):
             continue
-        offsets, shape, dtype = entry.get("data_offsets"), entry.get("shape"), entry.get("dtype")
+        offsets: Any = entry.get("data_offsets")
+        shape, dtype = entry.get("shape"), entry.get("dtype")
         ints = isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int for o in offsets)
         nbytes = offsets[1] - offsets[0] if ints else 0
         total += nbytes
