@@ -64,8 +64,17 @@ def _client() -> Any:
     return tq.get_client()
 
 
-def _describe(client: Any, keys: Sequence[str], partition_id: str) -> list[tuple[int, tuple[str, ...], dict[str, Any]]]:
-    """Per key: its global index, the fields it has produced, its tag.  A missing key is a ``KeyError``."""
+#: Per key: its global index, the fields it has produced (sorted), its tag.
+Described = list[tuple[int, tuple[str, ...], dict[str, Any]]]
+
+
+def _missing(missing: list[str], partition_id: str) -> KeyError:
+    shown = ", ".join(repr(k) for k in missing[:5])
+    return KeyError(f"{len(missing)} keys are not in partition {partition_id!r}: {shown}{' ...' if len(missing) > 5 else ''}")
+
+
+def _describe(client: Any, keys: Sequence[str], partition_id: str) -> Described:
+    """One lookup per key: a batched lookup returns only the fields every key has produced."""
 
     def one(key: str) -> Any:
         return client.kv_retrieve_meta(keys=[key], partition_id=partition_id, create=False)
@@ -74,9 +83,32 @@ def _describe(client: Any, keys: Sequence[str], partition_id: str) -> list[tuple
         metas = list(pool.map(one, keys))
     missing = [key for key, meta in zip(keys, metas, strict=True) if meta.size != 1]
     if missing:
-        shown = ", ".join(repr(k) for k in missing[:5])
-        raise KeyError(f"{len(missing)} keys are not in partition {partition_id!r}: {shown}{' ...' if len(missing) > 5 else ''}")
-    return [(meta.global_indexes[0], tuple(meta.field_names), dict(meta.custom_meta[0])) for meta in metas]
+        raise _missing(missing, partition_id)
+    return [(meta.global_indexes[0], tuple(sorted(meta.field_names)), dict(meta.custom_meta[0])) for meta in metas]
+
+
+def _describe_with_fields(client: Any, keys: Sequence[str], partition_id: str, fields: Sequence[str]) -> Described:
+    """Round trips in proportion to the fields, not the keys: the keys' indexes and tags, the partition's
+    field types, then per field its production status for every row."""
+    meta = client.kv_retrieve_meta(keys=list(keys), partition_id=partition_id, create=False)
+    if meta.size != len(keys):
+        present = set(tq.kv_list(partition_id).get(partition_id, {}))
+        raise _missing([key for key in keys if key not in present], partition_id)
+    unnamed = sorted(set(meta.field_names) - set(fields))
+    if unnamed:  # fields every key has are visible here; others cannot be checked
+        raise ValueError(f"fields= must name every field of partition {partition_id!r}; missing {unnamed}")
+    produced: list[list[str]] = [[] for _ in keys]
+    for name in sorted(_destination_schema(client, partition_id, list(fields))):
+        # One field per request: the controller returns the columns of several in its own order, not the request's.
+        indexes, status = client.get_production_status(data_fields=[name], partition_id=partition_id)
+        ready = dict(zip(indexes.tolist(), status.reshape(-1).tolist(), strict=True))
+        for names, index in zip(produced, meta.global_indexes, strict=True):
+            if ready.get(index) == 1:
+                names.append(name)
+    return [
+        (index, tuple(names), dict(tag))
+        for index, names, tag in zip(meta.global_indexes, produced, meta.custom_meta, strict=True)
+    ]
 
 
 def _column_rows(column: Any, count: int) -> list[Any]:
@@ -92,11 +124,15 @@ def dump_data_by_key(
     partition_id: str,
     *,
     owners: int | None = None,
+    fields: Sequence[str] | None = None,
 ) -> dict[str, int]:
     """Save ``keys`` of ``partition_id`` (all their produced fields and their tags) into the new directory ``dump_dir``.
 
     ``owners`` shards are written in parallel (default: the number of storage
-    units).  Returns ``{"keys", "rows_with_data", "shards", "bytes"}``.
+    units).  Each key's own field set takes one lookup per key; a caller that
+    knows every field name of the partition passes ``fields=`` and the lookups
+    take two round trips plus one per field (a field it leaves out that only some keys
+    have is not saved).  Returns ``{"keys", "rows_with_data", "shards", "bytes"}``.
     """
     keys = list(keys)
     if len(set(keys)) != len(keys) or not all(isinstance(k, str) for k in keys):
@@ -104,22 +140,24 @@ def dump_data_by_key(
     if os.path.lexists(dump_dir):
         raise FileExistsError(f"{os.fspath(dump_dir)}: a dump (or another file) is already there; choose a new directory")
     client = _client()
-    described = _describe(client, keys, partition_id) if keys else []
+    if not keys:
+        described: Described = []
+    elif fields is None:
+        described = _describe(client, keys, partition_id)
+    else:
+        described = _describe_with_fields(client, keys, partition_id, fields)
     groups: dict[tuple[str, ...], list[int]] = {}
-    for position, (_, fields, _) in enumerate(described):
-        groups.setdefault(fields, []).append(position)
+    for position, (_, names, _) in enumerate(described):
+        groups.setdefault(names, []).append(position)
     values: list[dict[str, Any]] = [{} for _ in keys]
-    for fields, positions in groups.items():
-        if not fields:
+    for names, positions in groups.items():
+        if not names:
             continue
-        data = tq.kv_batch_get(keys=[keys[p] for p in positions], partition_id=partition_id, select_fields=list(fields))
-        for name in fields:
+        data = tq.kv_batch_get(keys=[keys[p] for p in positions], partition_id=partition_id, select_fields=list(names))
+        for name in names:
             for position, value in zip(positions, _column_rows(data[name], len(positions)), strict=True):
                 values[position][name] = value
-    rows = [
-        Row(key, index, fields, tag)
-        for key, (index, _, tag), fields in zip(keys, described, values, strict=True)
-    ]
+    rows = [Row(key, index, row_fields, tag) for key, (index, _, tag), row_fields in zip(keys, described, values, strict=True)]
     report = dump(rows, dump_dir, partition_id=partition_id, owners=owners or _storage_units(client))
     return {"keys": report.keys, "rows_with_data": report.rows_with_data, "shards": report.shards, "bytes": report.bytes}
 
