@@ -288,6 +288,18 @@ def test_inspect_legacy_checkpoint_checks_the_globals_against_the_migrate_allowl
         assert "torch.distributed.checkpoint.metadata.Metadata" in summary["metadata"]["pickle"]["globals"]
 
 
+def test_inspect_flags_the_one_global_outside_the_allowlist(made: dict[str, Path], tmp_path: Path,
+                                                             capsys: Any) -> None:
+    from inert._tools._allowlist import ALLOWED
+
+    path = copy(made, "legacy", tmp_path)
+    ops = b"".join(b"c%s\n%s\n0" % tuple(n.encode() for n in name.rsplit(".", 1)) for name in sorted(ALLOWED))
+    (path / ".metadata").write_bytes(b"\x80\x02" + ops + b"cposix\nsystem\n0N.")
+    summary = json.loads(run_cli("inspect", "--json", str(path), capsys=capsys)[1])
+    assert summary["metadata"]["pickle"]["globals_total"] == len(ALLOWED) + 1
+    assert summary["outside_migrate_allowlist"] == ["posix.system"]
+
+
 def test_inspect_missing_path_is_a_usage_error(tmp_path: Path, capsys: Any) -> None:
     code, out, err = run_cli("inspect", str(tmp_path / "nope"), capsys=capsys)
     assert code == 2 and out == "" and err == f"inert: inspect: {tmp_path / 'nope'}: no such file or directory\n"
@@ -496,7 +508,8 @@ def test_migrate_refuses_a_value_weights_only_refuses(tmp_path: Path, capsys: An
         dcp.save({"w": torch.ones(2), "odd": Custom()}, storage_writer=dcp.FileSystemWriter(source), no_dist=True)
     code, _, err = run_cli("migrate", "--trust-source", str(source), str(tmp_path / "out"), capsys=capsys)
     assert code == 1 and len(err.splitlines()) == 1
-    assert err.startswith("inert: migrate: odd: torch.load(weights_only=True) refused the value")
+    assert err.startswith("inert: migrate: odd: torch.load(weights_only=True) refused the value: it names ")
+    assert not (tmp_path / "out").exists()
 
 
 def test_migrate_usage_errors(made: dict[str, Path], tmp_path: Path, capsys: Any) -> None:

@@ -17,6 +17,7 @@ import pickletools
 import struct
 import zipfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +55,8 @@ class PickleScan:
     globals_total: int = 0
     calls: int = 0
     extensions: list[int] = field(default_factory=list)
+    #: Globals outside ``allowed`` (when a predicate was given), found over the whole walk, not just the listing.
+    refused: list[str] = field(default_factory=list)
     opcodes: int = 0
     trailing: int = 0
     error: str | None = None
@@ -70,7 +73,7 @@ def looks_like_pickle(head: bytes) -> bool:
     return len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5
 
 
-def scan_pickle(data: bytes | memoryview) -> PickleScan:
+def scan_pickle(data: bytes | memoryview, allowed: Callable[[str], bool] | None = None) -> PickleScan:
     """Walk one pickle's opcodes and list the ``module.name`` globals it references (at most ``MAX_LISTED``).
 
     ``STACK_GLOBAL`` takes its names from the stack: the two most recent pushes
@@ -85,6 +88,8 @@ def scan_pickle(data: bytes | memoryview) -> PickleScan:
 
     def reference(name: str) -> None:
         scan.globals_total += 1
+        if allowed is not None and not allowed(name) and name not in scan.refused and len(scan.refused) < MAX_LISTED:
+            scan.refused.append(name)
         if name not in seen and len(scan.globals) < MAX_LISTED:
             seen.add(name)
             scan.globals.append(name)
@@ -112,6 +117,8 @@ def scan_pickle(data: bytes | memoryview) -> PickleScan:
                     reference("<computed name>")
             elif name.startswith("EXT"):
                 scan.globals_total += 1
+                if allowed is not None and len(scan.refused) < MAX_LISTED:
+                    scan.refused.append(f"<extension code {arg}>")
                 if len(scan.extensions) < MAX_LISTED:
                     scan.extensions.append(int(arg))
             if name in _CALLS:
@@ -142,10 +149,12 @@ def _read_bounded(path: str, limit: int) -> tuple[bytes, bool]:
     return data[:limit], len(data) > limit
 
 
-def inspect_pickle(path: str) -> dict[str, Any]:
+def inspect_pickle(path: str, allowed: Callable[[str], bool] | None = None) -> dict[str, Any]:
     data, cut = _read_bounded(path, MAX_PICKLE)
-    scan = scan_pickle(data)
+    scan = scan_pickle(data, allowed)
     result = {"format": "pickle", "path": path, "bytes": os.path.getsize(path), **scan.as_json()}
+    if allowed is not None:
+        result["refused"] = scan.refused
     if cut:
         result["note"] = f"only the first {MAX_PICKLE} bytes were walked"
     return result

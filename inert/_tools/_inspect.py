@@ -305,8 +305,8 @@ def _dump_dir(path: str) -> dict[str, Any]:
 def _legacy_dir(path: str) -> dict[str, Any]:
     names = sorted(os.listdir(path))
     metadata = METADATA_NAME if METADATA_NAME in names else next(n for n in names if _RANK_METADATA.match(n))
-    scan = _foreign.inspect_pickle(os.path.join(path, metadata))
-    refused = [g for g in scan["globals"] if not is_allowed(g)]
+    scan = _foreign.inspect_pickle(os.path.join(path, metadata), is_allowed)
+    refused = scan.pop("refused")
     data = [n for n in names if n.endswith(".distcp")]
     files = _listing(path, data)
     return {

@@ -34,6 +34,7 @@ import io
 import os
 import pickle
 import re
+import shutil
 import sys
 import warnings
 from dataclasses import dataclass
@@ -183,7 +184,9 @@ def _check_metadata(src: str, metadata: Any) -> tuple[int, int, int]:
             raise CommandError(f"{fqn}: only dense tensors and values can be migrated", INVALID)
         numel = 1
         for dim in md.size:
-            numel *= int(dim)
+            if type(dim) is not int or dim < 0:
+                raise CommandError(f"{fqn}: size {tuple(md.size)} is not a list of non-negative ints", INVALID)
+            numel *= dim
         tensor_bytes += numel * md.properties.dtype.itemsize
         chunks += len(md.chunks)
     for key, info in (metadata.storage_data or {}).items():
@@ -303,7 +306,10 @@ def migrate(src: str, dst: str, *, show_progress: bool = True) -> Migration:
 
     _check_dirs(src, dst)
     metadata = _read_metadata(src)
-    tensor_bytes, value_bytes, chunks = _check_metadata(src, metadata)
+    try:
+        tensor_bytes, value_bytes, chunks = _check_metadata(src, metadata)
+    except (AttributeError, TypeError, ValueError, KeyError) as exc:  # allowed classes holding the wrong things
+        raise CommandError(f"{src}: malformed DCP metadata: {type(exc).__name__}: {exc}", INVALID) from None
     stream = sys.stderr if show_progress else io.StringIO()
     progress = Progress("migrate: reading", tensor_bytes + value_bytes, stream=stream)
     try:
@@ -311,10 +317,15 @@ def migrate(src: str, dst: str, *, show_progress: bool = True) -> Migration:
     finally:
         progress.close()
     nested, is_nested = _nest(state, metadata.planner_data)
-    os.makedirs(dst, exist_ok=True)
+    os.makedirs(dst, exist_ok=True)  # absent or empty (checked above): on failure it is left empty again
     progress = Progress("migrate: writing", tensor_bytes, stream=stream)
     try:
         _save(nested, is_nested, dst, progress)
+    except BaseException:
+        for name in os.listdir(dst):
+            full = os.path.join(dst, name)
+            shutil.rmtree(full) if os.path.isdir(full) else os.unlink(full)
+        raise
     finally:
         progress.close()
     report = verify_path(dst, show_progress=show_progress)
