@@ -10,6 +10,7 @@ right one-line verdict; a migrated checkpoint must load bit-exactly; a
 
 from __future__ import annotations
 
+import inspect as pyinspect
 import io
 import json
 import os
@@ -300,6 +301,15 @@ def test_inspect_flags_the_one_global_outside_the_allowlist(made: dict[str, Path
     assert summary["outside_migrate_allowlist"] == ["posix.system"]
 
 
+def test_inspect_does_not_import_torch(made: dict[str, Path]) -> None:
+    paths = [str(made[name]) for name in ("inert", "inert2", "dump", "legacy")]
+    code = ("import sys\nfrom inert._cli import main\n"
+            f"codes = [main(['inspect', p]) for p in {paths!r}]\n"
+            "print(codes, 'torch' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.stdout.splitlines()[-1] == "[0, 0, 0, 0] False", result.stderr
+
+
 def test_inspect_missing_path_is_a_usage_error(tmp_path: Path, capsys: Any) -> None:
     code, out, err = run_cli("inspect", str(tmp_path / "nope"), capsys=capsys)
     assert code == 2 and out == "" and err == f"inert: inspect: {tmp_path / 'nope'}: no such file or directory\n"
@@ -314,6 +324,18 @@ def test_verify_whole_directories(made: dict[str, Path], capsys: Any, name: str,
     assert code == 0 and err == "" and match, (out, err)
     assert (int(match[1]), int(match[2])) == (files, records)
     assert int(match[3]) == sum(p.stat().st_size for p in made[name].iterdir())
+
+
+@pytest.mark.skipif("use_collectives" not in pyinspect.signature(dcp.save).parameters,
+                    reason="rank-local metadata (use_collectives) exists from PyTorch 2.9 on")
+def test_verify_and_inspect_rank_local_metadata(tmp_path: Path, capsys: Any) -> None:
+    dcp.save({"w": torch.ones(3), "v": 3}, storage_writer=FileSystemWriter(tmp_path), no_dist=True,
+             use_collectives=False)
+    assert (tmp_path / "__0.metadata").exists() and not (tmp_path / ".metadata").exists()
+    code, out, _ = run_cli("verify", str(tmp_path), capsys=capsys)
+    assert code == 0 and VERDICT_OK.match(out) and " 2 files, 2 records" in out
+    summary = json.loads(run_cli("inspect", "--json", str(tmp_path), capsys=capsys)[1])
+    assert summary["metadata"]["file"] == "__0.metadata" and summary["totals"]["tensors"] == 1
 
 
 def _record(path: Path, fqn: str) -> Any:
