@@ -534,6 +534,21 @@ def test_migrate_refuses_a_value_weights_only_refuses(tmp_path: Path, capsys: An
     assert not (tmp_path / "out").exists()
 
 
+def test_migrate_of_a_value_inert_cannot_write_leaves_dst_as_it_was(tmp_path: Path, capsys: Any) -> None:
+    source = tmp_path / "legacy"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dcp.save({"w": torch.ones(2), "dev": torch.device("cpu")}, storage_writer=dcp.FileSystemWriter(source),
+                 no_dist=True)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for target in (tmp_path / "absent", empty):
+        code, _, err = run_cli("migrate", "--trust-source", str(source), str(target), capsys=capsys)
+        assert code == 1 and err == ("inert: migrate: cannot be written in Inert's format: checkpoint-shard: dev: "
+                                     "torch.device is not in the value subset of this format\n"), err
+    assert not (tmp_path / "absent").exists() and list(empty.iterdir()) == []
+
+
 def test_migrate_usage_errors(made: dict[str, Path], tmp_path: Path, capsys: Any) -> None:
     taken = tmp_path / "taken"
     taken.mkdir()

@@ -245,13 +245,23 @@ def _load(src: str, metadata: Any, progress: Progress) -> dict[str, Any]:
     except BaseException as exc:  # DCP wraps every rank's failure in a CheckpointException (a BaseException)
         if refusals:
             raise refusals[0] from None
-        if not isinstance(exc, Exception):
-            raise
-        raise CommandError(f"{src}: reading failed: {_why(exc)}", INVALID) from None
+        if not isinstance(exc, Exception) and not hasattr(exc, "failures"):
+            raise  # KeyboardInterrupt, SystemExit
+        raise CommandError(f"{src}: reading failed: {_why(_inner(exc))}", INVALID) from None
     for fqn, md in metadata.state_dict_metadata.items():
         if not isinstance(md, BytesStorageMetadata) and md.properties.requires_grad and state[fqn].is_floating_point():
             state[fqn].requires_grad_(True)
     return state
+
+
+def _inner(exc: BaseException) -> BaseException:
+    """The failure a ``CheckpointException`` wraps (``failures``: rank -> (exception, traceback))."""
+    failures = getattr(exc, "failures", None)
+    if isinstance(failures, dict) and failures:
+        first = next(iter(failures.values()))
+        if isinstance(first, tuple) and first and isinstance(first[0], BaseException):
+            return first[0]
+    return exc
 
 
 def _why(exc: BaseException) -> str:
@@ -294,8 +304,12 @@ def _save(state: dict[str, Any], nested: bool, dst: str, progress: Progress) -> 
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", "torch.distributed is disabled")
             dcp.save(state, storage_writer=FileSystemWriter(dst), planner=Planner(flatten_state_dict=nested), **options)
-    except (TypeError, ValueError) as exc:  # a value outside Inert's value subset, named by the writer
-        raise CommandError(f"cannot be written in Inert's format: {' '.join(str(exc).split())}", INVALID) from None
+    except Exception as exc:  # noqa: BLE001 - e.g. a value outside Inert's value subset, named by the writer
+        raise CommandError(f"cannot be written in Inert's format: {_why(_inner(exc))}", INVALID) from None
+    except BaseException as exc:  # DCP's CheckpointException wraps the failure of each rank
+        if not hasattr(exc, "failures"):
+            raise
+        raise CommandError(f"cannot be written in Inert's format: {_why(_inner(exc))}", INVALID) from None
 
 
 def migrate(src: str, dst: str, *, show_progress: bool = True) -> Migration:
@@ -317,14 +331,18 @@ def migrate(src: str, dst: str, *, show_progress: bool = True) -> Migration:
     finally:
         progress.close()
     nested, is_nested = _nest(state, metadata.planner_data)
-    os.makedirs(dst, exist_ok=True)  # absent or empty (checked above): on failure it is left empty again
+    created = not os.path.exists(dst)  # else an empty directory (checked above): a failure leaves it as it was
+    os.makedirs(dst, exist_ok=True)
     progress = Progress("migrate: writing", tensor_bytes, stream=stream)
     try:
         _save(nested, is_nested, dst, progress)
     except BaseException:
-        for name in os.listdir(dst):
-            full = os.path.join(dst, name)
-            shutil.rmtree(full) if os.path.isdir(full) else os.unlink(full)
+        if created:
+            shutil.rmtree(dst, ignore_errors=True)
+        else:
+            for name in os.listdir(dst):
+                full = os.path.join(dst, name)
+                shutil.rmtree(full) if os.path.isdir(full) else os.unlink(full)
         raise
     finally:
         progress.close()
