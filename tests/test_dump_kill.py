@@ -40,7 +40,7 @@ def _reached(parent: Path, point: str) -> bool:
     raise AssertionError(point)
 
 
-@pytest.mark.parametrize("point", ["staging", "shard bytes", "manifest", "0.15s"])
+@pytest.mark.parametrize("point", ["staging", "shard bytes", "manifest", "0.05s"])
 def test_sigkill_during_dump_publishes_nothing(tmp_path: Path, point: str) -> None:
     dest = tmp_path / "d"
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(dest)], stdout=subprocess.PIPE, text=True)
@@ -65,5 +65,5 @@ def test_sigkill_during_dump_publishes_nothing(tmp_path: Path, point: str) -> No
     if dest.exists():
         # The kill landed after the rename (while the parent directory was synced, or later): the dump is whole.
         assert len(load(dest, owners=2).rows) == 600
-    # What remains is at most a hidden staging directory beside the destination.
-    assert all(p.name.startswith(".d.staging-") for p in tmp_path.iterdir())
+    # Besides a whole dump, what remains is at most a hidden staging directory.
+    assert all(p.name.startswith(".d.staging-") for p in tmp_path.iterdir() if p != dest)
