@@ -404,6 +404,33 @@ def test_verify_damaged_dump(made: dict[str, Path], tmp_path: Path, capsys: Any,
         assert text in line, line
 
 
+@pytest.mark.parametrize("case", ["overlap", "gap"])
+def test_verify_chunks_that_do_not_tile_their_tensor(made: dict[str, Path], tmp_path: Path, capsys: Any,
+                                                     case: str) -> None:
+    from torch.distributed.checkpoint.metadata import MetadataIndex
+
+    from inert.torch import dumps_metadata
+
+    path = copy(made, "inert2", tmp_path)
+    metadata = loads_metadata((path / ".metadata").read_bytes())
+    chunk = metadata.state_dict_metadata["dt"].chunks[1]
+    assert tuple(chunk.offsets) == (ROWS // 2, 0)
+    info = metadata.storage_data.pop(MetadataIndex("dt", chunk.offsets, 1))
+    if case == "overlap":
+        chunk.offsets = torch.Size([2, 0])
+    else:
+        chunk.sizes = torch.Size([ROWS // 2 - 1, COLS])
+    metadata.storage_data[MetadataIndex("dt", chunk.offsets, 1)] = info
+    (path / ".metadata").write_bytes(dumps_metadata(metadata))
+    code, _, err = run_cli("verify", str(path), capsys=capsys)
+    line = failed_line(err)
+    assert code == 1
+    if case == "overlap":
+        assert line.endswith("dt: chunks at (0, 0) and (2, 0) overlap"), line
+    else:
+        assert line.endswith(f"dt: chunks cover {ROWS * COLS - COLS} of the tensor's {ROWS * COLS} elements"), line
+
+
 def test_verify_all_reports_every_problem(made: dict[str, Path], tmp_path: Path, capsys: Any) -> None:
     path = copy(made, "inert2", tmp_path)
     (path / "stray.txt").write_bytes(b"")
