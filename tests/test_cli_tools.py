@@ -407,13 +407,15 @@ def test_verify_damaged_dump(made: dict[str, Path], tmp_path: Path, capsys: Any,
 @pytest.mark.parametrize("case", ["overlap", "gap"])
 def test_verify_chunks_that_do_not_tile_their_tensor(made: dict[str, Path], tmp_path: Path, capsys: Any,
                                                      case: str) -> None:
-    from torch.distributed.checkpoint.metadata import MetadataIndex
+    from torch.distributed.checkpoint.metadata import MetadataIndex, TensorStorageMetadata
 
     from inert.torch import dumps_metadata
 
     path = copy(made, "inert2", tmp_path)
     metadata = loads_metadata((path / ".metadata").read_bytes())
-    chunk = metadata.state_dict_metadata["dt"].chunks[1]
+    entry = metadata.state_dict_metadata["dt"]
+    assert isinstance(entry, TensorStorageMetadata)
+    chunk = entry.chunks[1]
     assert tuple(chunk.offsets) == (ROWS // 2, 0)
     info = metadata.storage_data.pop(MetadataIndex("dt", chunk.offsets, 1))
     if case == "overlap":
