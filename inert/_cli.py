@@ -111,7 +111,7 @@ def _parser() -> argparse.ArgumentParser:
         cmd.add_argument("--chunk-size", type=int, default=None, help="size of the shared-memory chunk, where it applies")
         cmd.add_argument("path", nargs="?", default="-", help="input file, or - for standard input")
         cmd.set_defaults(run=run)
-    from inert._tools import _inspect, _migrate, _verify
+    from inert import _inspect, _migrate, _verify
 
     for tool in (_inspect, _verify, _migrate):  # each parses its own arguments and prints its own one-line errors
         tool.add_parser(sub).set_defaults(run=tool.run)

@@ -32,7 +32,7 @@ import torch.distributed.checkpoint as dcp
 
 from inert import _audit
 from inert._cli import main
-from inert._tools._common import Progress
+from inert._cli_support import Progress
 from inert.dump import Row, dump
 from inert.torch import FileSystemReader, FileSystemWriter, loads_metadata
 
@@ -291,7 +291,7 @@ def test_inspect_legacy_checkpoint_checks_the_globals_against_the_migrate_allowl
 
 def test_inspect_flags_the_one_global_outside_the_allowlist(made: dict[str, Path], tmp_path: Path,
                                                              capsys: Any) -> None:
-    from inert._tools._allowlist import ALLOWED
+    from inert._allowlist import ALLOWED
 
     path = copy(made, "legacy", tmp_path)
     ops = b"".join(b"c%s\n%s\n0" % tuple(n.encode() for n in name.rsplit(".", 1)) for name in sorted(ALLOWED))

@@ -30,10 +30,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from inert._cli_support import INVALID, OK, USAGE, CommandError, Progress, fail
 from inert._errors import InertError
-
-from ._common import INVALID, OK, USAGE, CommandError, Progress, fail
-from ._inspect import MANIFEST_NAME, METADATA_NAME, directory_kind
+from inert._inspect import MANIFEST_NAME, METADATA_NAME, directory_kind
 
 __all__ = ["add_parser", "run", "verify_path", "Report"]
 
@@ -154,8 +153,8 @@ def verify_path(path: str, *, keep_going: bool = False, threads: int = 2, show_p
 
 
 def _verify_file(path: str) -> Report:
-    from ._files import mapped
-    from ._inspect import _magic_codecs
+    from inert._cli_support import mapped
+    from inert._inspect import _magic_codecs
 
     report = Report("file", files=1)
     try:

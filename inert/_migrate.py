@@ -6,7 +6,7 @@ and its non-tensor values name.  This command reads it with three narrower
 readers, none of which runs code the checkpoint chooses:
 
 * ``.metadata``: an unpickler whose ``find_class`` answers only DCP's
-  metadata classes and the torch values they hold (``_allowlist``); any other
+  metadata classes and the torch values they hold (``inert._allowlist``); any other
   global refuses the file before anything is called;
 * tensors: DCP's own reader, which reads every chunk with
   ``torch.load(weights_only=True)``;
@@ -40,8 +40,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from ._common import INVALID, OK, USAGE, CommandError, Progress, fail, human_bytes
-from ._inspect import METADATA_NAME, directory_kind
+from inert._cli_support import INVALID, OK, USAGE, CommandError, Progress, fail, human_bytes
+from inert._inspect import METADATA_NAME, directory_kind
 
 __all__ = ["add_parser", "run", "migrate", "Migration", "MAX_METADATA"]
 
@@ -130,7 +130,7 @@ def _check_dirs(src: str, dst: str) -> None:
 
 
 def _read_metadata(src: str) -> Any:
-    from ._allowlist import RefusedGlobal, load_legacy_metadata
+    from inert._allowlist import RefusedGlobal, load_legacy_metadata
 
     path = os.path.join(src, METADATA_NAME)
     try:
@@ -316,7 +316,7 @@ def migrate(src: str, dst: str, *, show_progress: bool = True) -> Migration:
     """Convert ``src`` (legacy) into ``dst`` (Inert) and verify it; a ``CommandError`` says why not."""
     from torch.distributed.checkpoint.metadata import BytesStorageMetadata
 
-    from ._verify import verify_path
+    from inert._verify import verify_path
 
     _check_dirs(src, dst)
     metadata = _read_metadata(src)

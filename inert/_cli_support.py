@@ -1,13 +1,25 @@
-"""What the three tools share: the one-line error, exit codes, sizes, the terminal-only progress bar."""
+"""What ``inert inspect``, ``verify`` and ``migrate`` share: exit codes, the one-line error, sizes,
+the terminal-only progress bar, mapped files.
+
+Each command lives in its own module (``inert._inspect``, ``inert._verify``,
+``inert._migrate``) with ``add_parser`` (its arguments and ``--help``) and
+``run`` (returns the exit code); ``inert._cli`` only dispatches.  Exit codes:
+0 success; 1 the input is invalid (a file that does not decode, a failed
+verification, a legacy checkpoint the allowlist refuses); 2 a usage or I/O
+error.  Errors are one line: ``inert: <command>: <reason>``.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import mmap
 import os
 import sys
 import time
+from collections.abc import Iterator
 from typing import TextIO
 
-__all__ = ["OK", "INVALID", "USAGE", "CommandError", "fail", "human_bytes", "Progress", "file_size"]
+__all__ = ["OK", "INVALID", "USAGE", "CommandError", "fail", "human_bytes", "Progress", "mapped", "read_head"]
 
 OK = 0
 INVALID = 1
@@ -38,13 +50,6 @@ def human_bytes(count: int) -> str:
         if value < 1024 or unit == "PiB":
             return f"{value:.1f} {unit}"
     raise AssertionError("unreachable")
-
-
-def file_size(path: str) -> int:
-    try:
-        return os.stat(path).st_size
-    except OSError as exc:
-        raise CommandError(f"{path}: {exc.strerror}") from None
 
 
 class Progress:
@@ -95,3 +100,26 @@ class Progress:
             self.stream.write("\r\x1b[K")
             self.stream.flush()
             self._drawn = False
+
+
+@contextlib.contextmanager
+def mapped(path: str) -> Iterator[memoryview]:
+    """A read-only view of the whole file (an empty view for an empty file)."""
+    with open(path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size == 0:
+            yield memoryview(b"")
+            return
+        region = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        yield memoryview(region)
+    finally:
+        try:
+            region.close()
+        except BufferError:  # decoded values still view the mapping: it is unmapped when they are collected
+            pass
+
+
+def read_head(path: str, count: int = 16) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read(count)

@@ -3,7 +3,7 @@
 Inert files are told apart by their magic and ``format_version`` and decoded
 with the generated codecs (checksums included); the shared-memory messages,
 which have no magic, are tried last.  Foreign files are named from their
-first bytes and structure (see ``_foreign``).  Directories: an Inert
+first bytes and structure (see ``inert._foreign``).  Directories: an Inert
 checkpoint (``.metadata`` in ``checkpoint-metadata``), a dump (``MANIFEST``),
 or a legacy DCP checkpoint (a pickled ``.metadata`` and ``.distcp`` files).
 Nothing here imports torch.
@@ -20,14 +20,12 @@ import sys
 from types import ModuleType
 from typing import Any
 
+from inert import _foreign
+from inert._allowlist import is_allowed
 from inert._checks import checkpoint_itemsize, describe_foreign
+from inert._cli_support import INVALID, OK, USAGE, CommandError, fail, human_bytes, mapped, read_head
 from inert._codec_runtime import read_file_header
 from inert._errors import InertError
-
-from . import _foreign
-from ._allowlist import is_allowed
-from ._common import INVALID, OK, USAGE, CommandError, fail, human_bytes
-from ._files import mapped, read_head
 
 __all__ = ["add_parser", "run", "inspect_path", "METADATA_NAME", "MANIFEST_NAME", "directory_kind"]
 
