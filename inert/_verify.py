@@ -24,7 +24,7 @@ import os
 import re
 import sys
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -279,24 +279,28 @@ class _CheckpointCheck:
         progress = Progress("verify", total) if self.show_progress else None
         buffers = _Buffers(keep=self.threads + 1)  # one per record in flight: memory is a few records
         fds = {name: os.open(os.path.join(self.path, name), os.O_RDONLY) for name in {w[0] for w in work}}
+        records = self._records(reader, fds, work, buffers)
         try:
-            for done, info in self._records(reader, fds, work, buffers):
+            for done, info in records:
                 if progress is not None:
                     progress.advance(info.length)
-                if isinstance(done, BaseException):
+                if isinstance(done, InertError):
                     self.problems.add(f"{done}")
+                elif isinstance(done, BaseException):
+                    self.problems.add(f"{info.relative_path}: record at {info.offset}: {done}")
         finally:
+            records.close()  # its threads finish before the descriptors they read are closed
             if progress is not None:
                 progress.close()
             for fd in fds.values():
                 os.close(fd)
 
     def _records(self, reader: Any, fds: dict[str, int], work: list[Any], buffers: Any
-                 ) -> Iterator[tuple[Any, Any]]:
+                 ) -> Generator[tuple[Any, Any], None, None]:
         def one(name: str, item: Any, info: Any) -> Any:
             try:
                 _item, _loaded, buffer = reader._load(fds[name], name, item, info, buffers, None)
-            except (InertError, RuntimeError) as exc:
+            except (InertError, RuntimeError, OSError) as exc:  # RuntimeError: a dtype this torch lacks
                 return exc
             if buffer is not None:
                 buffers.give(buffer)
