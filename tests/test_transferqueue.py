@@ -13,6 +13,7 @@ unit reserve one CPU) and TransferQueue at most 2 storage units.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -41,6 +42,7 @@ def tq(request: pytest.FixtureRequest) -> Iterator[Any]:
         yield transfer_queue
     finally:
         ray.shutdown()
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 @contextmanager
