@@ -521,6 +521,37 @@ def test_migrate_two_ranks_loads_bit_exactly_with_inert_and_dcp(made: dict[str, 
     assert_bit_exact(state, want)
 
 
+def test_migrate_model_and_adam_state(tmp_path: Path, capsys: Any) -> None:
+    """The usual legacy checkpoint: a module's and an optimizer's state dicts (int keys, param groups)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(), torch.nn.Linear(3, 2))
+    optim = torch.optim.Adam(model.parameters(), lr=1e-3)
+    model(torch.randn(5, 4)).sum().backward()
+    optim.step()
+    want = {"model": model.state_dict(), "optim": optim.state_dict()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dcp.save(want, storage_writer=dcp.FileSystemWriter(tmp_path / "legacy"), no_dist=True)
+    code, _, err = run_cli("migrate", "--trust-source", str(tmp_path / "legacy"), str(tmp_path / "out"), capsys=capsys)
+    assert code == 0, err
+
+    def template(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: template(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [template(v) for v in value]
+        if isinstance(value, tuple):
+            return tuple(template(v) for v in value)
+        return torch.zeros_like(value) if isinstance(value, torch.Tensor) else None
+
+    state = template(want)
+    assert state["optim"]["param_groups"][0]["lr"] is None
+    dcp.load(state, storage_reader=FileSystemReader(tmp_path / "out"), no_dist=True)
+    assert state["optim"]["param_groups"] == want["optim"]["param_groups"]
+    assert_bit_exact(state["model"], dict(want["model"]))
+    assert_bit_exact(state["optim"]["state"], want["optim"]["state"])
+
+
 def _malicious_copy(made: dict[str, Path], tmp_path: Path, marker: Path) -> Path:
     """The legacy checkpoint with a .metadata that is DCP's own plus a value that runs ``touch marker``."""
     path = copy(made, "legacy", tmp_path)
