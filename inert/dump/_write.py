@@ -174,12 +174,7 @@ def dump(
         if not isinstance(owner, int) or owner < 0:
             raise ValueError(f"row {row.key!r}: owner {owner!r} is not a non-negative int")
         by_owner.setdefault(owner, []).append(index)
-    manifest: dict[str, Any] = {
-        "partition_id": partition_id,
-        "fields": schema_entries(specs),
-        "keys": [_key_entry(row, order, specs) for row, order in zip(rows, orders, strict=True)],
-        "shards": [],
-    }
+    manifest: dict[str, Any] = {"partition_id": partition_id, "fields": schema_entries(specs), "keys": [], "shards": []}
     staging = staging_dir(dest)
     try:
         owner_ids = sorted(by_owner)
@@ -191,6 +186,8 @@ def dump(
                 )
                 for owner in owner_ids
             ]
+            # The manifest's key entries are built while the owners write.
+            manifest["keys"] = [_key_entry(row, order, specs) for row, order in zip(rows, orders, strict=True)]
             results = [future.result() for future in futures]
         total = 0
         for owner, (offsets, lengths) in zip(owner_ids, results, strict=True):
