@@ -1,8 +1,9 @@
 """inert.transferqueue against a real TransferQueue (Ray, SimpleStorage units): the seed's merge semantics.
 
 Heavy (Ray, about 10 s per TransferQueue start, about 2.4 GB of memory), so
-these are integration tests: they run only when selected, and then fail (never
-skip) if TransferQueue is missing or broken::
+these are integration tests, deselected by default (``addopts`` in
+pyproject.toml); selected, they fail (never skip) if TransferQueue is missing
+or broken::
 
     pip install transferqueue==0.1.11 && python -m pytest -m integration tests/test_transferqueue.py
 
@@ -27,11 +28,8 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def tq(request: pytest.FixtureRequest) -> Iterator[Any]:
+def tq() -> Iterator[Any]:
     """The ``transfer_queue`` module with Ray started for this module's tests."""
-    markexpr = request.config.option.markexpr or ""
-    if "integration" not in markexpr or "not integration" in markexpr:
-        pytest.skip("integration test: select it with -m integration")
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     import ray  # a missing or broken TransferQueue fails here, loudly
     import transfer_queue
