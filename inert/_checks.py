@@ -11,7 +11,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["dtype_itemsize", "check_array_sample", "check_sample_range", "check_descriptor"]
+__all__ = [
+    "dtype_itemsize",
+    "check_array_sample",
+    "check_sample_range",
+    "check_descriptor",
+    "check_tensor_record",
+    "check_tensor_entry",
+    "check_metadata",
+    "check_dump_manifest",
+]
 
 _U64_MAX = (1 << 64) - 1
 
@@ -119,12 +128,17 @@ _DTYPE_NAMES = (
 )
 
 
+def checkpoint_dtype_name(dtype: Any) -> str:
+    """The name of a ``DType`` given as member, name or value (already validated by the tag)."""
+    if isinstance(dtype, str):
+        return dtype
+    name = getattr(dtype, "name", None)
+    return name if name is not None else _DTYPE_NAMES[int(dtype) - 1]
+
+
 def checkpoint_itemsize(dtype: Any) -> int:
     """Itemsize of a ``DType`` given as member, name or value (already validated by the tag)."""
-    if isinstance(dtype, str):
-        return CHECKPOINT_ITEMSIZES[dtype]
-    name = getattr(dtype, "name", None)
-    return CHECKPOINT_ITEMSIZES[name if name is not None else _DTYPE_NAMES[int(dtype) - 1]]
+    return CHECKPOINT_ITEMSIZES[checkpoint_dtype_name(dtype)]
 
 
 # A relative file name inside a checkpoint directory: no separator, no '..', no hidden tricks.
@@ -158,8 +172,14 @@ def check_tensor_record(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str
     nbytes = _product(value["shape"], checkpoint_itemsize(value["dtype"]))
     if nbytes is None:
         return "shape", "element count times itemsize overflows 64 bits"
-    if nbytes != len(value["data"]):
-        return "data", f"{len(value['data'])} bytes present, shape and dtype give {nbytes}"
+    data = value["data"]
+    if nbytes != len(data):
+        return "data", f"{len(data)} bytes present, shape and dtype give {nbytes}"
+    if nbytes and checkpoint_dtype_name(value["dtype"]) == "BOOL":
+        raw = bytes(data)
+        if raw.count(0) + raw.count(1) != nbytes:  # one spelling of true: any other byte is refused
+            index = next(i for i, b in enumerate(raw) if b > 1)
+            return "data", f"a boolean byte other than 0 and 1: {raw[index]} at {index}"
     return None
 
 
@@ -203,3 +223,92 @@ def check_metadata(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str
             if file_ids and max(file_ids) >= count:
                 return f"{group}[{index}]", f"file index {max(file_ids)} is not below the {count} files"
     return None
+
+
+# -- dump-manifest --------------------------------------------------------------------------------
+
+#: Name of a dump's manifest file; no shard may take it.
+DUMP_MANIFEST_NAME = "MANIFEST"
+#: Offset of the first record in a dump shard: the file header and the row count, padded to 64.
+DUMP_FIRST_RECORD = 64
+#: The smallest row record: the global index, a field count of 0 and the CRC-32.
+DUMP_MIN_RECORD = 16
+_LAYOUT_NESTED = 2  # dump-manifest's Layout.NESTED
+
+
+def _check_dump_fields(fields: list[dict[str, Any]]) -> tuple[str, str] | None:
+    names: set[str] = set()
+    for index, entry in enumerate(fields):
+        if entry["name"] in names:
+            return f"fields[{index}].name", f"{entry['name']!r} appears twice"
+        names.add(entry["name"])
+    return None
+
+
+def _check_dump_keys(keys: list[dict[str, Any]], fields: list[dict[str, Any]]) -> tuple[str, str] | None:
+    # Writers may name the tag ("NESTED"); readers give the member (equal to its value).
+    nested = [entry["layout"]["kind"] in (_LAYOUT_NESTED, "NESTED") for entry in fields]
+    ndims = [entry["layout"].get("ndim") for entry in fields]
+    seen: set[str] = set()
+    for index, entry in enumerate(keys):
+        key = entry["key"]
+        if key in seen:
+            return f"keys[{index}].key", f"{key!r} appears twice"
+        seen.add(key)
+        previous = -1
+        shapes = 0
+        for pos, field_index in enumerate(entry["fields"]):
+            if field_index <= previous or field_index >= len(fields):
+                return f"keys[{index}].fields[{pos}]", f"field index {field_index} is not ascending below {len(fields)}"
+            previous = field_index
+            if nested[field_index]:
+                if shapes >= len(entry["nested_shapes"]):
+                    return f"keys[{index}].nested_shapes", "fewer shapes than nested fields"
+                if len(entry["nested_shapes"][shapes]) != ndims[field_index]:
+                    dims = len(entry["nested_shapes"][shapes])
+                    return f"keys[{index}].nested_shapes[{shapes}]", f"{dims} dims, the field has {ndims[field_index]}"
+                shapes += 1
+        if shapes != len(entry["nested_shapes"]):
+            return f"keys[{index}].nested_shapes", f"{len(entry['nested_shapes'])} shapes for {shapes} nested fields"
+    return None
+
+
+def _check_dump_shards(shards: list[dict[str, Any]], key_count: int) -> tuple[str, str] | None:
+    placed = bytearray(key_count)
+    files: set[str] = set()
+    for index, shard in enumerate(shards):
+        name = shard["file"]
+        if not _FILE_NAME_RE.match(name) or name in (DUMP_MANIFEST_NAME, ".", ".."):
+            return f"shards[{index}].file", f"{name!r} is not a plain shard file name"
+        if name in files:
+            return f"shards[{index}].file", f"{name!r} appears twice"
+        files.add(name)
+        rows, offsets, lengths = shard["rows"], shard["offsets"], shard["lengths"]
+        if not len(rows) == len(offsets) == len(lengths):
+            return f"shards[{index}]", f"{len(rows)} rows, {len(offsets)} offsets and {len(lengths)} lengths"
+        end = DUMP_FIRST_RECORD
+        for pos, (row, offset, length) in enumerate(zip(rows, offsets, lengths, strict=True)):
+            if row >= key_count:
+                return f"shards[{index}].rows[{pos}]", f"row {row} is not below the {key_count} keys"
+            if placed[row]:
+                return f"shards[{index}].rows[{pos}]", f"row {row} is stored twice"
+            placed[row] = 1
+            # Records follow each other in file order, each at the next multiple of 64.
+            if offset != end + (-end % 64):
+                return f"shards[{index}].offsets[{pos}]", f"record at {offset}, the previous one ends at {end}"
+            if length < DUMP_MIN_RECORD:
+                return f"shards[{index}].lengths[{pos}]", f"record of {length} bytes is shorter than any record"
+            end = offset + length
+    if key_count and not all(placed):
+        return "shards", f"row {placed.index(0)} is in no shard"
+    return None
+
+
+def check_dump_manifest(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str] | None:
+    """Unique field names, keys and files; field indexes and nested shapes agree with the schema;
+    every key in exactly one shard; records in file order without overlap."""
+    return (
+        _check_dump_fields(value["fields"])
+        or _check_dump_keys(value["keys"], value["fields"])
+        or _check_dump_shards(value["shards"], len(value["keys"]))
+    )

@@ -81,11 +81,10 @@ TensorRecord = Record(
 
 ValueRecord = Record("ValueRecord", "value" / MsgPack(Int32ul, MAX_VALUE_LEN, MAX_VALUE_DEPTH))
 
-ShardRecordV1 = Record(
-    "ShardRecord",
-    "body" / Union("RecordBody", "kind", Tag(RecordKind), {RecordKind.TENSOR: TensorRecord, RecordKind.VALUE: ValueRecord}),
-    "crc32" / Crc32(),
-)
+#: A tensor or a value: what a record holds (dump-shard's row fields hold the same).
+RecordBody = Union("RecordBody", "kind", Tag(RecordKind), {RecordKind.TENSOR: TensorRecord, RecordKind.VALUE: ValueRecord})
+
+ShardRecordV1 = Record("ShardRecord", "body" / RecordBody, "crc32" / Crc32())
 
 ShardFileV1 = Record(
     "ShardFile",

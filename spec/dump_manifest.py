@@ -25,7 +25,9 @@ checked by the loader, which also checks that records lie inside their files.
 
 import enum
 
-from ._grammar import Array, Crc32, Format, Int8ul, Int32ul, Int64ul, MsgPack, Record, Tag, Union, Utf8
+from inert._checks import check_dump_manifest
+
+from ._grammar import Array, Crc32, Format, Int8ul, Int32ul, Int64ul, MsgPack, Record, Tag, Union, Utf8, Validate
 from .checkpoint_shard import MAX_NDIM, MAX_VALUE_DEPTH, DType
 from .dump_shard import MAX_FIELDS, MAX_NAME_LEN, MAX_ROWS
 
@@ -90,6 +92,7 @@ ManifestV1 = Record(
     "keys" / Array(Int32ul, KeyEntry, MAX_ROWS),
     "shards" / Array(Int32ul, ShardEntry, MAX_SHARDS),
     "crc32" / Crc32(),
+    Validate(check_dump_manifest),
 )
 
 FORMAT = Format(

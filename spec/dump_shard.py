@@ -18,10 +18,8 @@ is one MessagePack document of Inert's value subset.  A row with no produced
 fields is a record with no fields.
 """
 
-import enum
-
-from ._grammar import Array, Crc32, Format, Int32ul, Int64ul, Padding, Record, Tag, Union, Utf8
-from .checkpoint_shard import ALIGN, TensorRecord, ValueRecord
+from ._grammar import Array, Crc32, Format, Int32ul, Int64ul, Padding, Record, Utf8
+from .checkpoint_shard import ALIGN, RecordBody
 
 MAGIC = b"\x89INRTDS\n"
 #: Most fields one row holds.
@@ -32,15 +30,10 @@ MAX_NAME_LEN = 1024
 MAX_ROWS = 1 << 24
 
 
-class FieldKind(enum.IntEnum):
-    TENSOR = 1
-    VALUE = 2
-
-
 RowField = Record(
     "RowField",
     "name" / Utf8(Int32ul, MAX_NAME_LEN),
-    "body" / Union("FieldBody", "kind", Tag(FieldKind), {FieldKind.TENSOR: TensorRecord, FieldKind.VALUE: ValueRecord}),
+    "body" / RecordBody,
 )
 
 RowRecordV1 = Record(

@@ -50,7 +50,11 @@ def _tensor(draw: Callable[..., Any]) -> dict[str, Any]:
     for dim in shape:
         count *= dim
     size = count * ITEMSIZE[dtype]
-    return {"kind": "TENSOR", "dtype": dtype, "shape": shape, "data": draw(st.binary(min_size=size, max_size=size))}
+    if dtype == "BOOL":  # one spelling of true: only 0 and 1 bytes are valid
+        data = bytes(draw(st.lists(st.integers(0, 1), min_size=size, max_size=size)))
+    else:
+        data = draw(st.binary(min_size=size, max_size=size))
+    return {"kind": "TENSOR", "dtype": dtype, "shape": shape, "data": data}
 
 
 _value_body = st.fixed_dictionaries({"kind": st.just("VALUE"), "value": _values})
@@ -63,30 +67,40 @@ _layout = st.one_of(
     st.fixed_dictionaries({"kind": st.just("NESTED"), "dtype": st.sampled_from(DTYPES), "ndim": st.integers(0, 64)}),
     st.fixed_dictionaries({"kind": st.just("VALUE")}),
 )
-_key = st.fixed_dictionaries(
-    {
-        "key": _name,
-        "global_index": st.integers(0, U64),
-        "fields": st.lists(st.integers(0, (1 << 32) - 1), max_size=3),
-        "nested_shapes": st.lists(_shape, max_size=2),
-        "tag": st.dictionaries(st.text(max_size=4), _values, max_size=3),
-    }
-)
-_offsets = st.lists(st.integers(0, U64), max_size=3)
-_manifest = st.fixed_dictionaries(
-    {
-        "partition_id": _name,
-        "fields": st.lists(st.fixed_dictionaries({"name": _name, "layout": _layout}), max_size=3),
-        "keys": st.lists(_key, max_size=3),
-        "shards": st.lists(
-            st.fixed_dictionaries(
-                {"file": _name, "owner": st.integers(0, (1 << 32) - 1), "rows": _offsets, "offsets": _offsets,
-                 "lengths": _offsets}
-            ),
-            max_size=2,
-        ),
-    }
-)
+_field_schema = st.fixed_dictionaries({"name": _name, "layout": _layout})
+
+
+@st.composite
+def _manifest(draw: Callable[..., Any]) -> dict[str, Any]:
+    """A manifest whose parts agree with each other (check_dump_manifest): unique names, keys and files,
+    ascending field indexes with one shape per nested field, every key in one shard, records in file order."""
+    fields = draw(st.lists(_field_schema, max_size=3, unique_by=lambda f: f["name"]))
+    keys = []
+    for key in draw(st.lists(_name, max_size=3, unique=True)):
+        chosen = sorted(draw(st.sets(st.integers(0, len(fields) - 1), max_size=len(fields)))) if fields else []
+        shapes = [
+            draw(st.lists(st.integers(0, 4), min_size=fields[i]["layout"]["ndim"], max_size=fields[i]["layout"]["ndim"]))
+            for i in chosen
+            if fields[i]["layout"]["kind"] == "NESTED"
+        ]
+        keys.append({"key": key, "global_index": draw(st.integers(0, U64)), "fields": chosen, "nested_shapes": shapes,
+                     "tag": draw(st.dictionaries(st.text(max_size=4), _values, max_size=3))})
+    shard_count = draw(st.integers(1 if keys else 0, 2))
+    owners = [draw(st.integers(0, shard_count - 1)) for _ in keys] if shard_count else []
+    shards = []
+    for index in range(shard_count):
+        rows = [row for row, owner in enumerate(owners) if owner == index]
+        offsets, lengths, end = [], [], 64
+        for _ in rows:
+            offset = end + (-end % 64)
+            length = draw(st.integers(16, 1 << 20))
+            offsets.append(offset)
+            lengths.append(length)
+            end = offset + length
+        shards.append({"file": f"shard-{index:05d}.bin", "owner": draw(st.integers(0, (1 << 32) - 1)),
+                       "rows": rows, "offsets": offsets, "lengths": lengths})
+    return {"partition_id": draw(_name), "fields": fields, "keys": keys, "shards": shards}
+
 
 _EXAMPLE_RECORD = {"global_index": 7, "fields": [
     {"name": "ids", "body": {"kind": "TENSOR", "dtype": "INT64", "shape": [2], "data": bytes(16)}},
@@ -104,7 +118,7 @@ _EXAMPLE_MANIFEST = {
 
 DUMP_MANIFEST = FormatUnderTest(
     name="dump-manifest",
-    values=_manifest,
+    values=_manifest(),
     examples=(_EXAMPLE_MANIFEST,),
     decode_kwargs=({}, {"verify_checksums": False}),
     tokens=(dump_manifest.MAGIC, b"\x01\x00", b"\x01", b"\x02", b"\x03"),

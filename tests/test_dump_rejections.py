@@ -7,11 +7,13 @@ import pickle
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 import torch
 from inert.codecs import dump_manifest, dump_shard
 
+import inert._checks
 from inert import (
     ChecksumError,
     ForeignFormatError,
@@ -37,11 +39,17 @@ def dumped(tmp_path: Path) -> Path:
     return tmp_path / "d"
 
 
+def _forged(rule: str) -> Any:
+    """A writer that skips one rule of the grammar, as a hostile peer's would (honest writers refuse)."""
+    return mock.patch.object(inert._checks, rule, lambda value, ctx: None)
+
+
 def _edit_manifest(path: Path, change: Callable[[dict[str, Any]], None]) -> None:
     """Rewrite the manifest with ``change`` applied (a well-formed file: the checksum is recomputed)."""
     value = dump_manifest.decode((path / "MANIFEST").read_bytes())
     change(value)
-    (path / "MANIFEST").write_bytes(dump_manifest.encode(value))
+    with _forged("check_dump_manifest"):
+        (path / "MANIFEST").write_bytes(dump_manifest.encode(value))
 
 
 def _flip(path: Path, offset: int) -> None:
@@ -233,6 +241,7 @@ def test_a_bool_byte_other_than_0_and_1(tmp_path: Path) -> None:
     data[payload] = 2
     # Recompute the record's checksum: the damage must be caught by the value check, not the CRC.
     record["fields"][0]["body"]["data"] = bytes([2, 0, 1])
-    data[offset:] = dump_shard.encode_record(record)
+    with _forged("check_tensor_record"):
+        data[offset:] = dump_shard.encode_record(record)
     shard.write_bytes(data)
     _reject(tmp_path / "d", InvalidValueError, "rows[0].fields[0].body.data", "byte other than 0 and 1")

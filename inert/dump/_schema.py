@@ -97,7 +97,7 @@ def specs_from_manifest(fields: Sequence[dict[str, Any]]) -> list[FieldSpec]:
 
 def check_record_field(spec: FieldSpec, body: dict[str, Any], nested_shape: list[int] | None) -> tuple[str, str] | None:
     """Where (a path below the field's body) and why a decoded record field disagrees with the schema, or ``None``."""
-    is_tensor = body["kind"] == shard_codec.FieldKind.TENSOR
+    is_tensor = body["kind"] == shard_codec.RecordKind.TENSOR
     if spec.layout == VALUE:
         return None if not is_tensor else ("kind", "a tensor where the manifest declares a value")
     if not is_tensor:
