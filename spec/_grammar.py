@@ -697,8 +697,8 @@ def _parse_header(fmt: Format, stream: io.BytesIO, context: Any) -> int:
     assert fmt.magic is not None
     try:
         Magic(fmt.magic)._parse(stream, context, "")
-    except InertError as exc:
-        raise exc.within("magic") from None
+    except ForeignFormatError as exc:  # worded as the generated reader words it
+        raise ForeignFormatError(_FORMAT, exc.offset, "magic", f"not a {fmt.name} file: {exc.reason}") from None
     offset = stream.tell()
     try:
         version = Int16ul._parse(stream, context, "")
