@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -192,23 +193,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--findings", type=Path, default=FUZZ / "findings", help="where minimized findings go (default fuzz/findings)"
     )
+    parser.add_argument("--jobs", type=int, default=1, help="how many targets fuzz at once (default 1)")
     parser.add_argument("targets", nargs="*", metavar="target", help=f"default: all of {', '.join(TARGETS)}")
     args = parser.parse_args(argv)
     unknown = [name for name in args.targets if name not in TARGETS]
     if unknown:
         parser.error(f"unknown target {', '.join(unknown)}; targets are {', '.join(TARGETS)}")
-    print(f"{'target':<18} {'executions':>10} {'exec/s':>8} {'corpus':>7} {'findings':>8}")
+    width = max(map(len, TARGETS)) + 1
+    print(f"{'target':<{width}} {'executions':>10} {'exec/s':>8} {'corpus':>7} {'findings':>8}")
     failed = findings = 0
     started = time.monotonic()
-    for name in args.targets or TARGETS:
-        result = run(TARGETS[name], args.seconds, args.work, args.findings)
-        findings += len(result.findings)
-        failed += not result.ran
-        note = "" if result.ran else f"  did not run: see {args.work / name / 'log.txt'}"
-        row = f"{name:<18} {result.executions:>10} {result.execs_per_second:>8} {result.corpus:>7} {len(result.findings):>8}"
-        print(row + note)
-        for path in result.findings:
-            print(f"  finding: {path} (report: {path.with_suffix('.txt')})")
-        sys.stdout.flush()
+    names = args.targets or list(TARGETS)
+    # Targets are separate processes: with --jobs N, N of them fuzz at once (one per core).
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        running = [pool.submit(run, TARGETS[name], args.seconds, args.work, args.findings) for name in names]
+        for name, future in zip(names, running, strict=True):
+            result = future.result()
+            findings += len(result.findings)
+            failed += not result.ran
+            note = "" if result.ran else f"  did not run: see {args.work / name / 'log.txt'}"
+            counts = f"{result.executions:>10} {result.execs_per_second:>8} {result.corpus:>7} {len(result.findings):>8}"
+            row = f"{name:<{width}} {counts}"
+            print(row + note)
+            for path in result.findings:
+                print(f"  finding: {path} (report: {path.with_suffix('.txt')})")
+            sys.stdout.flush()
     print(f"{findings} finding(s) in {time.monotonic() - started:.0f} s")
     return 1 if findings or failed else 0

@@ -64,7 +64,8 @@ def instrument(*formats: str, grammar: bool = True) -> None:
         if grammar:
             import inert.spec  # noqa: F401
         for name in formats or inert.codecs.MODULES:
-            __import__(f"inert.codecs.{inert.codecs.MODULES[name]}")
+            # A part (``checkpoint-shard.record``) is read by its format's module.
+            __import__(f"inert.codecs.{inert.codecs.MODULES[name.partition('.')[0]]}")
 
 
 def guarded(decode: Callable[..., Any], data: bytes, kwargs: Mapping[str, Any] | None = None) -> Any:

@@ -9,6 +9,7 @@ canonical JSON) or the same error (same class, same message).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 from inert._canonical import to_json
 from inert._errors import InertError
 
-__all__ = ["Outcome", "Disagreement", "outcome", "differential", "Mutation", "mutate", "mutations"]
+__all__ = ["Outcome", "Disagreement", "outcome", "differential", "as_written", "same_value", "Mutation", "mutate", "mutations"]
 
 #: ``("value", canonical JSON)`` or ``(error class name, message)``.
 Outcome = tuple[str, str]
@@ -46,16 +47,36 @@ def differential(
     """
     from inert.spec._grammar import interpret_decode
 
-    from fuzz.registry import codec, spec
+    from fuzz.registry import codec, spec, spec_kwargs
 
-    fmt = spec(entry)
+    fmt, part = spec(entry), spec_kwargs(entry)
     generated = run(codec(entry).decode, data, kwargs)
-    interpreted = outcome(lambda d, **kw: interpret_decode(fmt, d, **kw), data, kwargs)
+    interpreted = outcome(lambda d, **kw: interpret_decode(fmt, d, **part, **kw), data, kwargs)
     if generated != interpreted:
         raise Disagreement(
             f"{entry.name} {dict(kwargs or {})} on {data.hex()}:\n  generated:   {generated}\n  interpreted: {interpreted}"
         )
     return generated
+
+
+def as_written(decoded: Any) -> str:
+    """The canonical JSON of a decoded value without the checksums the reader adds (``crc32`` fields).
+
+    Equal to ``to_json(value)`` for the value a writer was given, when decoding gave it back.
+    """
+    def strip(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: strip(v) for k, v in node.items() if k != "crc32"}
+        if isinstance(node, list):
+            return [strip(v) for v in node]
+        return node
+
+    return json.dumps(strip(json.loads(to_json(decoded))), ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def same_value(decoded: Any, value: Any) -> bool:
+    """``decoded`` is ``value`` as a writer was given it (checksum fields aside)."""
+    return as_written(decoded) == as_written(value)
 
 
 #: ``(operation, position, operand)``; positions wrap around the data, so any triple applies to any input.

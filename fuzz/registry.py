@@ -1,7 +1,9 @@
 """The formats the property tests and the fuzzers cover: adding a format is one entry in ``FORMATS``.
 
 Each entry names the format (its codec is ``inert.codecs.<module>``, its
-grammar ``inert.spec.FORMATS[name]``), gives a Hypothesis strategy for valid
+grammar ``inert.spec.FORMATS[name]``) or one part of a file format decoded on
+its own (``checkpoint-shard.record``: ``decode_record``/``encode_record`` and
+the grammar's ``part="record"``), gives a Hypothesis strategy for valid
 values (dicts as the writers take them, tags by name or member), fixed example
 values for seed corpora, the ``decode`` keyword arguments worth trying, and
 byte tokens for the fuzzers' dictionaries.
@@ -13,12 +15,12 @@ import importlib
 import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 from hypothesis import strategies as st
 
-__all__ = ["FormatUnderTest", "FORMATS", "codec", "spec", "cases"]
+__all__ = ["FormatUnderTest", "FORMATS", "codec", "spec", "spec_kwargs", "cases", "DUMP_MANIFEST", "DUMP_SHARD"]
 
 U64_MAX = (1 << 64) - 1
 I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
@@ -40,20 +42,38 @@ class FormatUnderTest:
     tokens: tuple[bytes, ...] = field(default=())
 
     @property
+    def format(self) -> str:
+        """The format's name (``checkpoint-shard`` for ``checkpoint-shard.record``)."""
+        return self.name.partition(".")[0]
+
+    @property
+    def part(self) -> str | None:
+        """The part decoded on its own (``record``), or None for a whole file or message."""
+        return self.name.partition(".")[2] or None
+
+    @property
     def module_name(self) -> str:
-        return self.name.replace("-", "_")
+        return self.format.replace("-", "_")
 
 
-def codec(entry: FormatUnderTest) -> ModuleType:
-    """The generated codec module of ``entry``."""
-    return importlib.import_module(f"inert.codecs.{entry.module_name}")
+def codec(entry: FormatUnderTest) -> ModuleType | SimpleNamespace:
+    """What reads and writes ``entry``: its generated module, or for a part that part's ``decode``/``encode``."""
+    module = importlib.import_module(f"inert.codecs.{entry.module_name}")
+    if entry.part is None:
+        return module
+    return SimpleNamespace(decode=getattr(module, f"decode_{entry.part}"), encode=getattr(module, f"encode_{entry.part}"))
 
 
 def spec(entry: FormatUnderTest) -> Any:
-    """The grammar of ``entry`` (needs Construct)."""
+    """The grammar of ``entry``'s format (needs Construct); ``spec_kwargs`` selects the part."""
     from inert.spec import FORMATS as SPEC_FORMATS
 
-    return SPEC_FORMATS[entry.name]
+    return SPEC_FORMATS[entry.format]
+
+
+def spec_kwargs(entry: FormatUnderTest) -> dict[str, str]:
+    """The keyword arguments that make the interpreted grammar read or write ``entry`` (its part)."""
+    return {"part": entry.part} if entry.part else {}
 
 
 def cases() -> list[tuple[FormatUnderTest, Mapping[str, Any]]]:
@@ -248,6 +268,193 @@ _DESCRIPTOR_EXAMPLES = (
     {"worker_id": 0, "shm_chunk_id": 0, "shm_capacity": 1 << 20, "offset": 4096, "num_bytes": (1 << 20) - 4096},
 )
 
+
+# --- file formats: shared pieces -------------------------------------------------------------
+
+#: Bytes per element of every tensor dtype of the file formats (checkpoint and dump records).
+ITEMSIZES: dict[str, int] = {
+    "BOOL": 1, "UINT8": 1, "INT8": 1, "UINT16": 2, "INT16": 2, "UINT32": 4, "INT32": 4, "UINT64": 8, "INT64": 8,
+    "FLOAT16": 2, "BFLOAT16": 2, "FLOAT32": 4, "FLOAT64": 8, "COMPLEX64": 8, "COMPLEX128": 16,
+    "FLOAT8_E4M3FN": 1, "FLOAT8_E5M2": 1, "FLOAT8_E4M3FNUZ": 1, "FLOAT8_E5M2FNUZ": 1, "FLOAT8_E8M0FNU": 1,
+}
+_FILE_DTYPES = tuple(ITEMSIZES)
+
+_name = st.text(max_size=12)
+_shape = st.lists(st.integers(0, 4), max_size=3)
+#: Inert's MessagePack value subset, as far as canonical JSON can show it (no complex numbers or sets:
+#: ``inert._canonical.to_json`` has no spelling for them).
+_scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(I64_MIN, U64_MAX), st.floats(), st.text(max_size=8), st.binary(max_size=8),
+    st.binary(max_size=4).map(bytearray),
+)
+_values = st.recursive(
+    _scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.lists(inner, max_size=3).map(tuple),
+        st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    ),
+    max_leaves=8,
+)
+
+
+@st.composite
+def _tensor(draw: Callable[..., Any]) -> dict[str, Any]:
+    dtype = draw(st.sampled_from(_FILE_DTYPES))
+    shape = draw(_shape)
+    count = 1
+    for dim in shape:
+        count *= dim
+    size = count * ITEMSIZES[dtype]
+    if dtype == "BOOL":  # one spelling of true: only 0 and 1 bytes are valid
+        data = bytes(draw(st.lists(st.integers(0, 1), min_size=size, max_size=size)))
+    else:
+        data = draw(st.binary(min_size=size, max_size=size))
+    return {"kind": "TENSOR", "dtype": dtype, "shape": shape, "data": data}
+
+
+_body = _tensor() | st.fixed_dictionaries({"kind": st.just("VALUE"), "value": _values})
+
+# --- checkpoint-shard / checkpoint-metadata ----------------------------------------------------
+
+_checkpoint_record = st.fixed_dictionaries({"body": _body})
+_TENSOR_RECORD = {"body": {"kind": "TENSOR", "dtype": "FLOAT32", "shape": [2, 3], "data": bytes(range(24))}}
+_VALUE_RECORD = {"body": {"kind": "VALUE", "value": {"lr": 0.1, "betas": (0.9, 0.999), "step": 7, "b": b"\x00"}}}
+_FP8_RECORD = {"body": {"kind": "TENSOR", "dtype": "FLOAT8_E4M3FN", "shape": [4], "data": b"\x7f\xff\x00\x80"}}
+_BOOL_RECORD = {"body": {"kind": "TENSOR", "dtype": "BOOL", "shape": [], "data": b"\x01"}}
+
+_file_name = st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,20}", fullmatch=True).filter(lambda n: n not in (".", ".."))
+
+
+@st.composite
+def _tensor_entry(draw: Callable[..., Any], fqn: str, files: int) -> dict[str, Any]:
+    size = draw(st.lists(st.integers(0, 1 << 12), max_size=4))  # element count within 64 bits
+    offsets: list[int] = []
+    sizes: list[int] = []
+    chunks = draw(st.integers(0, 3))
+    for _ in range(chunks):
+        for dim in size:
+            start = draw(st.integers(0, dim))
+            offsets.append(start)
+            sizes.append(draw(st.integers(0, dim - start)))
+    return {
+        "fqn": fqn,
+        "dtype": draw(st.sampled_from(_FILE_DTYPES)),
+        "layout": draw(_tag("Layout", "checkpoint_metadata", ("STRIDED", "SPARSE_COO", "JAGGED"))),
+        "memory_format": draw(st.sampled_from(("CONTIGUOUS", "CHANNELS_LAST", "CHANNELS_LAST_3D", "PRESERVE"))),
+        "requires_grad": draw(st.booleans()),
+        "pin_memory": draw(st.booleans()),
+        "size": size,
+        "chunk_offsets": offsets,
+        "chunk_sizes": sizes,
+        "chunk_files": [draw(st.integers(0, files - 1)) for _ in range(chunks)],
+        "chunk_byte_offsets": [draw(st.integers(0, U64_MAX)) for _ in range(chunks)],
+        "chunk_byte_lengths": [draw(st.integers(0, U64_MAX)) for _ in range(chunks)],
+        "chunk_crcs": [draw(st.integers(0, 0xFFFFFFFF)) for _ in range(chunks)],
+    }
+
+
+@st.composite
+def _checkpoint_metadata(draw: Callable[..., Any]) -> dict[str, Any]:
+    """Metadata whose parts agree (check_metadata, check_tensor_entry): plain unique file names, unique fqns,
+    chunks inside their tensors, file indexes below the file count."""
+    files = draw(st.lists(_file_name, min_size=1, max_size=3, unique=True))
+    fqns = draw(st.lists(_name, max_size=5, unique=True))
+    split = draw(st.integers(0, len(fqns)))
+    optional_text = st.none() | _name
+    storage = st.none() | st.fixed_dictionaries(
+        {"checkpoint_id": optional_text, "save_id": optional_text, "load_id": optional_text,
+         "modules": st.lists(_name, max_size=3)}
+    )
+    return {
+        "dcp_version": draw(st.none() | st.just("1.0.0")),
+        "storage_meta": draw(storage),
+        "planner_data": draw(_values),
+        "files": files,
+        "tensors": [draw(_tensor_entry(fqn, len(files))) for fqn in fqns[:split]],
+        "values": [
+            {"fqn": fqn, "file": draw(st.integers(0, len(files) - 1)), "byte_offset": draw(st.integers(0, U64_MAX)),
+             "byte_length": draw(st.integers(0, U64_MAX)), "crc": draw(st.integers(0, 0xFFFFFFFF))}
+            for fqn in fqns[split:]
+        ],
+    }
+
+
+_TENSOR_ENTRY = {
+    "fqn": "w", "dtype": "BFLOAT16", "layout": "STRIDED", "memory_format": "CONTIGUOUS", "requires_grad": False,
+    "pin_memory": False, "size": [8, 3], "chunk_offsets": [0, 0, 4, 0], "chunk_sizes": [4, 3, 4, 3],
+    "chunk_files": [0, 1], "chunk_byte_offsets": [64, 64], "chunk_byte_lengths": [96, 96], "chunk_crcs": [7, 8],
+}
+_METADATA_EXAMPLES: tuple[dict[str, Any], ...] = (
+    {
+        "dcp_version": "1.0.0",
+        "storage_meta": {"checkpoint_id": "/tmp/ckpt", "save_id": "s", "load_id": None, "modules": []},
+        "planner_data": {"w": ("w",), "opt.step": ("opt", "step")},
+        "files": ["__0_0.distcp", "__1_0.distcp"],
+        "tensors": [_TENSOR_ENTRY],
+        "values": [{"fqn": "opt.step", "file": 0, "byte_offset": 512, "byte_length": 20, "crc": 1}],
+    },
+    {"dcp_version": None, "storage_meta": None, "planner_data": None, "files": [], "tensors": [], "values": []},
+)
+
+# --- dump-manifest / dump-shard ----------------------------------------------------------------
+
+_field = st.fixed_dictionaries({"name": _name, "body": _body})
+_row_record = st.fixed_dictionaries({"global_index": st.integers(0, U64_MAX), "fields": st.lists(_field, max_size=3)})
+_layout = st.one_of(
+    st.fixed_dictionaries({"kind": st.just("DENSE"), "dtype": st.sampled_from(_FILE_DTYPES), "shape": _shape}),
+    st.fixed_dictionaries({"kind": st.just("NESTED"), "dtype": st.sampled_from(_FILE_DTYPES), "ndim": st.integers(0, 64)}),
+    st.fixed_dictionaries({"kind": st.just("VALUE")}),
+)
+_field_schema = st.fixed_dictionaries({"name": _name, "layout": _layout})
+
+
+@st.composite
+def _dump_manifest(draw: Callable[..., Any]) -> dict[str, Any]:
+    """A manifest whose parts agree with each other (check_dump_manifest): unique names, keys and files,
+    ascending field indexes with one shape per nested field, every key in one shard, records in file order."""
+    fields = draw(st.lists(_field_schema, max_size=3, unique_by=lambda f: f["name"]))
+    keys = []
+    for key in draw(st.lists(_name, max_size=3, unique=True)):
+        chosen = sorted(draw(st.sets(st.integers(0, len(fields) - 1), max_size=len(fields)))) if fields else []
+        shapes = [
+            draw(st.lists(st.integers(0, 4), min_size=fields[i]["layout"]["ndim"], max_size=fields[i]["layout"]["ndim"]))
+            for i in chosen
+            if fields[i]["layout"]["kind"] == "NESTED"
+        ]
+        keys.append({"key": key, "global_index": draw(st.integers(0, U64_MAX)), "fields": chosen, "nested_shapes": shapes,
+                     "tag": draw(st.dictionaries(st.text(max_size=4), _values, max_size=3))})
+    shard_count = draw(st.integers(1 if keys else 0, 2))
+    owners = [draw(st.integers(0, shard_count - 1)) for _ in keys] if shard_count else []
+    shards = []
+    for index in range(shard_count):
+        rows = [row for row, owner in enumerate(owners) if owner == index]
+        offsets, lengths, end = [], [], 64
+        for _ in rows:
+            offset = end + (-end % 64)
+            length = draw(st.integers(16, 1 << 20))
+            offsets.append(offset)
+            lengths.append(length)
+            end = offset + length
+        shards.append({"file": f"shard-{index:05d}.bin", "owner": draw(st.integers(0, (1 << 32) - 1)),
+                       "rows": rows, "offsets": offsets, "lengths": lengths})
+    return {"partition_id": draw(_name), "fields": fields, "keys": keys, "shards": shards}
+
+
+_EXAMPLE_ROW = {"global_index": 7, "fields": [
+    {"name": "ids", "body": {"kind": "TENSOR", "dtype": "INT64", "shape": [2], "data": bytes(16)}},
+    {"name": "note", "body": {"kind": "VALUE", "value": {"a": (1, 2)}}},
+]}
+_EXAMPLE_MANIFEST = {
+    "partition_id": "train",
+    "fields": [
+        {"name": "ids", "layout": {"kind": "DENSE", "dtype": "INT64", "shape": [2]}},
+        {"name": "note", "layout": {"kind": "VALUE"}},
+    ],
+    "keys": [{"key": "k", "global_index": 7, "fields": [0, 1], "nested_shapes": [], "tag": {"step": 3}}],
+    "shards": [{"file": "shard-00000.bin", "owner": 0, "rows": [0], "offsets": [64], "lengths": [160]}],
+}
+
 # --- tokens ------------------------------------------------------------------------------------
 
 
@@ -261,6 +468,45 @@ def _ints(*codes: str) -> tuple[bytes, ...]:
 
 
 _DTYPE_TOKENS = tuple(struct.pack("<I", len(d)) + d.encode() for d in sorted(DTYPES)) + (b"|O", b"<f16", b"<U8")
+
+
+_CHECKSUMS = ({}, {"verify_checksums": False})
+_FILE_TOKENS = (b"\x01\x00", b"\x01", b"\x02", b"\x03") + _ints("I", "Q")
+#: MessagePack heads of the value subset: nil, bools, ints, floats, str/bin/array/map headers, the extension codes.
+_MSGPACK_TOKENS = (b"\xc0", b"\xc2", b"\xc3", b"\xcf", b"\xd3", b"\xcb", b"\xd9", b"\xc4", b"\xdc", b"\xde", b"\x91",
+                   b"\x81", b"\xd4\x01", b"\xc7\x10\x02", b"\xd5\x03", b"\xd4\x04", b"\xd4\x05", b"\xd4\x2a", b"\xd6\xff")
+
+#: The ready-made entries of the dump formats (tests/test_dump_formats.py uses them too).
+DUMP_MANIFEST = FormatUnderTest(
+    "dump-manifest", _dump_manifest(), (_EXAMPLE_MANIFEST,), _CHECKSUMS, (b"\x89INRTDM\n", *_FILE_TOKENS, *_MSGPACK_TOKENS)
+)
+DUMP_SHARD = FormatUnderTest(
+    "dump-shard",
+    st.fixed_dictionaries({"rows": st.lists(st.fixed_dictionaries({"row": _row_record}), max_size=3)}),
+    ({"rows": [{"row": _EXAMPLE_ROW}]}, {"rows": []}),
+    _CHECKSUMS,
+    (b"\x89INRTDS\n", *_FILE_TOKENS, *_MSGPACK_TOKENS),
+)
+_FILE_ENTRIES = (
+    FormatUnderTest(
+        "checkpoint-metadata", _checkpoint_metadata(), _METADATA_EXAMPLES, _CHECKSUMS + ({"max_size": 64},),
+        (b"\x89INRTMD\n", *_FILE_TOKENS, *_MSGPACK_TOKENS),
+    ),
+    FormatUnderTest(
+        "checkpoint-shard",
+        st.fixed_dictionaries({"records": st.lists(st.fixed_dictionaries({"record": _checkpoint_record}), max_size=3)}),
+        ({"records": [{"record": _TENSOR_RECORD}, {"record": _VALUE_RECORD}]}, {"records": []}),
+        _CHECKSUMS,
+        (b"\x89INRTSH\n", *_FILE_TOKENS, *_MSGPACK_TOKENS),
+    ),
+    FormatUnderTest(
+        "checkpoint-shard.record", _checkpoint_record, (_TENSOR_RECORD, _VALUE_RECORD, _FP8_RECORD, _BOOL_RECORD),
+        _CHECKSUMS, (*_FILE_TOKENS, *_MSGPACK_TOKENS),
+    ),
+    DUMP_MANIFEST,
+    DUMP_SHARD,
+    FormatUnderTest("dump-shard.record", _row_record, (_EXAMPLE_ROW,), _CHECKSUMS, (*_FILE_TOKENS, *_MSGPACK_TOKENS)),
+)
 
 FORMATS: dict[str, FormatUnderTest] = {
     entry.name: entry
@@ -285,5 +531,6 @@ FORMATS: dict[str, FormatUnderTest] = {
             decode_kwargs=({}, {"chunk_size": 8192}),
             tokens=_ints("i", "Q"),
         ),
+        *_FILE_ENTRIES,
     )
 }

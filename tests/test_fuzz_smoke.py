@@ -19,7 +19,8 @@ FUZZ = Path(__file__).resolve().parent.parent / "fuzz"
 
 def test_every_target_runs_clean_for_a_few_seconds(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [str(FUZZ / "run"), "--seconds", "2", "--work", str(tmp_path / "work"), "--findings", str(tmp_path / "findings")],
+        [str(FUZZ / "run"), "--seconds", "2", "--jobs", "2"]
+        + ["--work", str(tmp_path / "work"), "--findings", str(tmp_path / "findings")],
         capture_output=True,
         text=True,
         timeout=300,

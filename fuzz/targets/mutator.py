@@ -5,7 +5,8 @@ Inputs are those of the differential target (a byte choosing the format and
 ``decode`` keyword set, then the encoding) and so is the check.  The mutator
 decodes the input; when it is valid, it changes one thing in the value (an
 integer to a boundary, a string, a tag to another member, a list element
-duplicated or dropped, an optional part removed), re-encodes it with the
+duplicated or dropped, an optional part removed, a payload
+resized), re-encodes it with the
 generated writer and, half the time, lets libFuzzer damage the result too.
 Inputs that do not decode, or values the writer refuses, get libFuzzer's own
 byte mutations.  So the corpus stays close to valid messages while every
@@ -51,9 +52,20 @@ def _places(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[tuple[Any, ...
     return found
 
 
+def _plain(value: Any) -> Any:
+    """``value`` with the zero-copy views a file reader returns turned into bytes (views cannot be copied)."""
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    if isinstance(value, memoryview):
+        return bytes(value)
+    return value
+
+
 def _mutated(rng: random.Random, value: Any) -> Any:
     """A copy of ``value`` with one part changed."""
-    value = copy.deepcopy(value)
+    value = copy.deepcopy(_plain(value))
     path, part = rng.choice(_places(value)[1:] or [((), value)])
     if isinstance(part, list):
         if part and rng.random() < 0.5:
@@ -69,6 +81,8 @@ def _mutated(rng: random.Random, value: Any) -> Any:
         new = _int_edge(rng, part)
     elif isinstance(part, str):
         new = rng.choice(TEXTS)
+    elif isinstance(part, bytes):  # a tensor payload one element short or long, or emptied
+        new = rng.choice((part[:-1], part + b"\x01", b""))
     elif isinstance(part, dict):
         new = None  # an optional part left out (or, elsewhere, a value the writer refuses)
     else:
