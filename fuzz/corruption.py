@@ -379,7 +379,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the sampled positions (default 0)")
     parser.add_argument("--only", nargs="*", choices=("checkpoint", "shm-batch", "dump"), help="samples to damage")
     args = parser.parse_args(argv)
-    print(f"{'sample':<11} {'file':<24} {'tried':>7} {'rejected':>8} {'identical':>9} {'changed':>7} {'escaped':>7} {'wrapped':>7}")
+    heads = ("tried", 7), ("rejected", 8), ("identical", 9), ("changed", 7), ("escaped", 7), ("wrapped", 7)
+    print(f"{'sample':<11} {'file':<24} " + " ".join(f"{head:>{width}}" for head, width in heads))
     results = campaign(args.flips, args.cuts, args.seed, args.only)
     total = Counts()
     for per_file in results.values():

@@ -470,7 +470,7 @@ def _ints(*codes: str) -> tuple[bytes, ...]:
 _DTYPE_TOKENS = tuple(struct.pack("<I", len(d)) + d.encode() for d in sorted(DTYPES)) + (b"|O", b"<f16", b"<U8")
 
 
-_CHECKSUMS = ({}, {"verify_checksums": False})
+_CHECKSUMS: tuple[Mapping[str, Any], ...] = ({}, {"verify_checksums": False})
 _FILE_TOKENS = (b"\x01\x00", b"\x01", b"\x02", b"\x03") + _ints("I", "Q")
 #: MessagePack heads of the value subset: nil, bools, ints, floats, str/bin/array/map headers, the extension codes.
 _MSGPACK_TOKENS = (b"\xc0", b"\xc2", b"\xc3", b"\xcf", b"\xd3", b"\xcb", b"\xd9", b"\xc4", b"\xdc", b"\xde", b"\x91",
