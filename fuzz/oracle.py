@@ -4,21 +4,34 @@ The invariant of every reader: ``decode`` returns a value or raises an
 ``InertError`` subclass.  Anything else propagates out of here untouched, so a
 test or a fuzz target reports it.  The differential oracle adds: the generated
 codec and the Construct-interpreted grammar give the same value (same
-canonical JSON) or the same error (same class, same message).
+:func:`describe` text: canonical JSON that also tells tuples, sets, complex
+numbers and non-string keys apart) or the same error (same class, same message).
 """
 
 from __future__ import annotations
 
+import enum
 import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from hypothesis import strategies as st
 
-from inert._canonical import to_json
+from inert._canonical import to_json_value
 from inert._errors import InertError
 
-__all__ = ["Outcome", "Disagreement", "outcome", "differential", "as_written", "same_value", "Mutation", "mutate", "mutations"]
+__all__ = [
+    "Outcome",
+    "Disagreement",
+    "outcome",
+    "differential",
+    "describe",
+    "as_written",
+    "same_value",
+    "Mutation",
+    "mutate",
+    "mutations",
+]
 
 #: ``("value", canonical JSON)`` or ``(error class name, message)``.
 Outcome = tuple[str, str]
@@ -34,7 +47,7 @@ def outcome(decode: Callable[..., Any], data: bytes | bytearray | memoryview, kw
         value = decode(data, **(kwargs or {}))
     except InertError as exc:
         return type(exc).__name__, str(exc)
-    return "value", to_json(value)
+    return "value", describe(value)
 
 
 def differential(
@@ -59,19 +72,40 @@ def differential(
     return generated
 
 
-def as_written(decoded: Any) -> str:
-    """The canonical JSON of a decoded value without the checksums the reader adds (``crc32`` fields).
+def _plain(value: Any, strip_checksums: bool) -> Any:
+    """``value`` in JSON types, keeping apart what the value subset keeps apart (canonical JSON does not):
+    tuples from lists, sets, complex numbers, bytearrays, and map keys that are not strings."""
+    if isinstance(value, enum.Enum):
+        return value.name
+    if isinstance(value, dict):
+        items = [(k, v) for k, v in value.items() if not (strip_checksums and k == "crc32")]
+        if all(isinstance(k, str) for k, _ in items):
+            return {k: _plain(v, strip_checksums) for k, v in items}
+        pairs = [[_plain(k, strip_checksums), _plain(v, strip_checksums)] for k, v in items]
+        return {"$map": sorted(pairs, key=lambda pair: json.dumps(pair, sort_keys=True))}
+    if isinstance(value, list):
+        return [_plain(v, strip_checksums) for v in value]
+    if isinstance(value, tuple):
+        return {"$tuple": [_plain(v, strip_checksums) for v in value]}
+    if isinstance(value, (set, frozenset)):
+        members = sorted((_plain(v, strip_checksums) for v in value), key=lambda m: json.dumps(m, sort_keys=True))
+        return {f"${type(value).__name__}": members}
+    if isinstance(value, complex):
+        return {"$complex": [_plain(value.real, False), _plain(value.imag, False)]}
+    if isinstance(value, bytearray):
+        return {"$bytearray": to_json_value(bytes(value))}
+    return to_json_value(value)
 
-    Equal to ``to_json(value)`` for the value a writer was given, when decoding gave it back.
-    """
-    def strip(node: Any) -> Any:
-        if isinstance(node, dict):
-            return {k: strip(v) for k, v in node.items() if k != "crc32"}
-        if isinstance(node, list):
-            return [strip(v) for v in node]
-        return node
 
-    return json.dumps(strip(json.loads(to_json(decoded))), ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+def describe(value: Any) -> str:
+    """A decoded value as JSON text, one text per value (see ``_plain``); what the oracles compare."""
+    return json.dumps(_plain(value, False), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def as_written(value: Any) -> str:
+    """:func:`describe` without the checksums a reader adds (``crc32`` fields): equal for a decoded value
+    and the value a writer was given, when decoding gave it back."""
+    return json.dumps(_plain(value, True), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def same_value(decoded: Any, value: Any) -> bool:
