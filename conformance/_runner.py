@@ -90,7 +90,8 @@ def cases(vectors: Iterable[Vector]) -> Iterator[Case]:
             continue
         yield Case(v.test_name, v, Request("decode", v.format, v.version, v.data, v.params), v.outcomes)
         accepted = v.accepted
-        if accepted is not None:
+        # A reader told to skip its checksums accepts bytes that are no value's encoding: nothing to encode back.
+        if accepted is not None and v.params.get("verify_checksums") is not False:
             request = Request("encode", v.format, v.version, accepted.text.encode("utf-8"))
             yield Case(v.test_name + ".Encode", v, request, (Outcome("accept", text=v.data.hex()),))
 

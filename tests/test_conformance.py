@@ -65,7 +65,7 @@ def test_test_names_are_unique_and_dotted() -> None:
     names = [case.name for case in cases(VECTORS)]
     assert len(names) == len(set(names))
     for name in names:
-        assert re.fullmatch(r"Required\.[a-z-]+\.v[1-9][0-9]*\.[A-Za-z0-9_]+(\.Encode)?", name), name
+        assert re.fullmatch(r"Required\.[a-z-]+(\.[a-z]+)?\.v[1-9][0-9]*\.[A-Za-z0-9_]+(\.Encode)?", name), name
 
 
 def test_vector_files_round_trip_through_the_loader(tmp_path: Path) -> None:
@@ -168,7 +168,7 @@ def _counts_of(lines: list[str], group: str) -> dict[str, int]:
 
 
 N_DECODE = sum(v.value is None for v in VECTORS)
-N_ENCODE = sum(v.accepted is not None or v.value is not None for v in VECTORS)
+N_ENCODE = sum(case.request.op == "encode" for case in cases(VECTORS))
 #: What the C reader answers: it decodes the shm formats and nothing else.
 N_SHM_DECODE = sum(v.format in SHM_FORMATS and v.value is None for v in VECTORS)
 
@@ -356,9 +356,14 @@ def test_unknown_format_and_missing_testee_are_usage_errors() -> None:
 # Reader lines the corpus cannot reach, by module, function and a piece of the line, each with its
 # reason.  An entry the corpus reaches (or that leaves the generated code) fails the gate, so the
 # list never goes stale.
-# (module, function, a fragment of the line): reader code no byte string can reach.  Empty: the
-# generator emits no dead checks, and version selection lives in the run-time helpers.
-UNREACHABLE: set[tuple[str, str, str]] = set()
+# (module, function, a fragment of the line): reader code no byte string can reach, or the line a
+# branch no byte string can take leads to.
+UNREACHABLE: set[tuple[str, str, str]] = {
+    # The branch skipping an empty padding before a tensor payload: the tensor header (kind, dtype, ndim,
+    # 8 bytes per dim, 8-byte length) is 11 + 8*ndim bytes, odd, from a 64-aligned record start, so the
+    # padding is never empty in checkpoint-shard (dump-shard's rows, which share the body, reach it).
+    ("checkpoint_shard", "_read_RecordBody", "if count9 > n - off:"),
+}
 
 
 def _unreachable_entry(module: str, function: str, line: str) -> tuple[str, str, str]:
@@ -386,7 +391,7 @@ def test_corpus_alone_covers_every_generated_reader() -> None:
         # Every missed branch leads into a line listed above: no path is skipped silently.
         for function, _start, end in reader["missing_branches"]:
             assert end > 0, (module, function, _start, end)
-            _unreachable_entry(module, function, source[end - 1])
+            reached_entries.add(_unreachable_entry(module, function, source[end - 1]))
     assert {m for m in figures if m.startswith("shm_")} == {"shm_descriptor", "shm_message", "shm_samples_meta"}
     assert reached_entries == UNREACHABLE, f"no longer missed, remove from UNREACHABLE: {UNREACHABLE - reached_entries}"
 

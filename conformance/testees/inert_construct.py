@@ -7,26 +7,33 @@ from typing import Any
 from ._serve import serve
 
 
-def _format(fmt: str, version: int) -> Any:
+def _format(fmt: str, version: int) -> tuple[Any, str | None]:
+    """The grammar of ``fmt`` and the part it names (``<format>.record``), or None."""
     from inert.spec import FORMATS
 
-    if fmt not in FORMATS:
-        raise LookupError(f"no grammar for {fmt}")
-    if version not in FORMATS[fmt].versions:
-        raise LookupError(f"{fmt} version {version} is not one of {sorted(FORMATS[fmt].versions)}")
-    return FORMATS[fmt]
+    name, _, part = fmt.partition(".")
+    if name not in FORMATS:
+        raise LookupError(f"no grammar for {name}")
+    grammar = FORMATS[name]
+    if version not in grammar.versions:
+        raise LookupError(f"{name} version {version} is not one of {sorted(grammar.versions)}")
+    if part and part not in (grammar.parts or {}):
+        raise LookupError(f"{name} has no part {part}")
+    return grammar, part or None
 
 
 def decode(fmt: str, version: int, data: bytes, params: dict[str, Any]) -> Any:
     from inert.spec._grammar import interpret_decode
 
-    return interpret_decode(_format(fmt, version), data, version, **params)
+    grammar, part = _format(fmt, version)
+    return interpret_decode(grammar, data, version, part=part, **params)
 
 
 def encode(fmt: str, version: int, value: Any) -> bytes:
     from inert.spec._grammar import interpret_encode
 
-    return interpret_encode(_format(fmt, version), value, version)
+    grammar, part = _format(fmt, version)
+    return interpret_encode(grammar, value, version, part=part)
 
 
 if __name__ == "__main__":

@@ -9,23 +9,31 @@ from typing import Any
 from ._serve import serve
 
 
-def _module(fmt: str, version: int) -> ModuleType:
+def _module(fmt: str, version: int) -> tuple[ModuleType, str]:
+    """The codec module of ``fmt`` and the suffix of its functions (``_record`` for ``<format>.record``)."""
     from inert.codecs import MODULES
 
-    if fmt not in MODULES:
-        raise LookupError(f"no generated codec for {fmt}")
-    module = importlib.import_module(f"inert.codecs.{MODULES[fmt]}")
+    name, _, part = fmt.partition(".")
+    if name not in MODULES:
+        raise LookupError(f"no generated codec for {name}")
+    module = importlib.import_module(f"inert.codecs.{MODULES[name]}")
     if version not in module.VERSIONS:
-        raise LookupError(f"{fmt} version {version} is not one of {module.VERSIONS}")
-    return module
+        raise LookupError(f"{name} version {version} is not one of {module.VERSIONS}")
+    if part and not hasattr(module, f"decode_{part}"):
+        raise LookupError(f"{name} has no part {part}")
+    return module, f"_{part}" if part else ""
 
 
 def decode(fmt: str, version: int, data: bytes, params: dict[str, Any]) -> Any:
-    return _module(fmt, version).decode(data, version=version, **params)
+    module, suffix = _module(fmt, version)
+    if hasattr(module, "MAGIC") and not suffix:  # a file names its version in its header
+        return module.decode(data, **params)
+    return getattr(module, f"decode{suffix}")(data, version=version, **params)
 
 
 def encode(fmt: str, version: int, value: Any) -> bytes:
-    return bytes(_module(fmt, version).encode(value, version=version))
+    module, suffix = _module(fmt, version)
+    return bytes(getattr(module, f"encode{suffix}")(value, version=version))
 
 
 if __name__ == "__main__":

@@ -636,17 +636,30 @@ static bool json_uint(Json *j, uint64_t *out) {
     return true;
 }
 
+static bool json_word(Json *j, const char *word) {
+    size_t n = strlen(word);
+    ws(j);
+    if ((size_t)(j->end - j->p) < n || memcmp(j->p, word, n) != 0) return false;
+    j->p += n;
+    return true;
+}
+
+static bool json_bool(Json *j) { return json_word(j, "true") || json_word(j, "false"); }
+
 static bool parse_params(Json *j, Header *h) {
     char key[64];
     uint64_t value;
     if (!lit(j, '{')) return false;
     if (lit(j, '}')) return true;
     do {
-        if (!json_string(j, key, sizeof key) || !lit(j, ':') || !json_uint(j, &value)) return false;
+        if (!json_string(j, key, sizeof key) || !lit(j, ':')) return false;
         if (strcmp(key, "chunk_size") == 0) {
+            if (!json_uint(j, &value)) return false;
             h->has_chunk = true;
             h->chunk = value;
         } else {
+            /* Parameters of other formats (verify_checksums, max_size): an unsigned integer or a boolean. */
+            if (!json_uint(j, &value) && !json_bool(j)) return false;
             h->unknown_param = true;
         }
     } while (lit(j, ','));

@@ -1,0 +1,71 @@
+"""Byte builders shared by the vectors of the file formats (checkpoint and dump files and their records).
+
+Built with ``struct``, ``msgpack.packb`` and ``zlib.crc32`` only, never with the
+codecs under test.  The dtype table is copied from the spec on purpose.
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+import zlib
+from typing import Any
+
+from ._vectorlib import Piece
+
+#: Every tensor dtype: name -> (tag value, itemsize), as spec/checkpoint_shard.py declares them.
+DTYPES: dict[str, tuple[int, int]] = {
+    "BOOL": (1, 1), "UINT8": (2, 1), "INT8": (3, 1), "UINT16": (4, 2), "INT16": (5, 2), "UINT32": (6, 4),
+    "INT32": (7, 4), "UINT64": (8, 8), "INT64": (9, 8), "FLOAT16": (10, 2), "BFLOAT16": (11, 2), "FLOAT32": (12, 4),
+    "FLOAT64": (13, 8), "COMPLEX64": (14, 8), "COMPLEX128": (15, 16), "FLOAT8_E4M3FN": (16, 1),
+    "FLOAT8_E5M2": (17, 1), "FLOAT8_E4M3FNUZ": (18, 1), "FLOAT8_E5M2FNUZ": (19, 1), "FLOAT8_E8M0FNU": (20, 1),
+}
+ALIGN = 64
+MAX_NDIM = 64
+MAX_TENSOR_BYTES = 1 << 48
+MAX_VALUE_LEN = 64 << 20
+MAX_VALUE_DEPTH = 64
+
+#: Foreign files a reader must name rather than misread: a pickle, a torch.save zip, a safetensors file.
+PICKLE = b"\x80\x04\x95\x0b\x00\x00\x00\x00\x00\x00\x00}\x94\x8c\x01a\x94K\x01s."
+TORCH_ZIP = b"PK\x03\x04\x00\x00\x08\x08\x00\x00" + bytes(20) + b"archive/data.pkl"
+SAFETENSORS = struct.pack("<Q", 2) + b"{}"
+
+
+def b64(data: bytes) -> dict[str, str]:
+    """The canonical JSON spelling of bytes."""
+    return {"$bytes": base64.b64encode(data).decode("ascii")}
+
+
+def crc(data: bytes) -> bytes:
+    return struct.pack("<I", zlib.crc32(data))
+
+
+def tensor_body(start: int, dtype: str | int, shape: list[int], data: bytes, nbytes: int | None = None,
+                pad: bytes | None = None) -> bytes:
+    """A tensor record body at file offset ``start``: kind, dtype, ndim, shape, byte length, zero padding
+    to the next multiple of 64, the bytes.  ``nbytes`` and ``pad`` override what is declared."""
+    code = DTYPES[dtype][0] if isinstance(dtype, str) else dtype
+    head = bytes([1, code, len(shape)]) + struct.pack(f"<{len(shape)}Q", *shape)
+    head += struct.pack("<Q", len(data) if nbytes is None else nbytes)
+    padding = bytes(-(start + len(head)) % ALIGN) if pad is None else pad
+    return head + padding + data
+
+
+def tensor_value(dtype: str, shape: list[int], data: bytes) -> dict[str, Any]:
+    return {"kind": "TENSOR", "dtype": dtype, "shape": shape, "data": b64(data)}
+
+
+def value_body(document: bytes, length: int | None = None) -> bytes:
+    """A value record body: kind 2, the document's u32 length, the MessagePack document."""
+    return b"\x02" + struct.pack("<I", len(document) if length is None else length) + document
+
+
+def record(body: bytes, value: Any) -> Piece:
+    """A checkpoint-shard record: the body and the CRC-32 of it, with its canonical JSON."""
+    checksum = zlib.crc32(body)
+    return Piece(body + struct.pack("<I", checksum), {"body": value, "crc32": checksum})
+
+
+def header(magic: bytes, version: int = 1) -> bytes:
+    return magic + struct.pack("<H", version)
