@@ -8,8 +8,21 @@ from typing import Any
 import msgpack
 
 from ._filelib import (
-    ALIGN, DTYPES, MAX_NDIM, MAX_TENSOR_BYTES, MAX_VALUE_DEPTH, MAX_VALUE_LEN, PICKLE, SAFETENSORS, TORCH_ZIP, b64, header,
-    record, tensor_body, tensor_value, value_body,
+    ALIGN,
+    DTYPES,
+    MAX_NDIM,
+    MAX_TENSOR_BYTES,
+    MAX_VALUE_DEPTH,
+    MAX_VALUE_LEN,
+    PICKLE,
+    SAFETENSORS,
+    TORCH_ZIP,
+    b64,
+    header,
+    record,
+    tensor_body,
+    tensor_value,
+    value_body,
 )
 from ._vectorlib import U64_MAX, Corpus, Piece
 
@@ -57,14 +70,15 @@ def build_record() -> Corpus:
     c = Corpus("checkpoint-shard.record", 1)
     rep = tensor("FLOAT32", [2, 3], bytes(range(24)))
     c.accept("Representative", "a 2x3 float32 tensor", rep)
-    for name, (code, itemsize) in DTYPES.items():
+    for name, (_code, itemsize) in DTYPES.items():
         data = bytes([1, 0] * itemsize) if name != "BOOL" else b"\x01\x00"
         c.accept(f"Dtype{name.title().replace('_', '')}", f"two {name} elements", tensor(name, [2], data[: 2 * itemsize]))
     for name, specials in FP8_SPECIALS.items():
         label = name.title().replace("_", "")
         c.accept(f"{label}AllBitPatterns", f"every byte as a {name} element, NaN and infinity encodings included",
                  tensor(name, [256], bytes(range(256))))
-        c.accept(f"{label}Specials", f"the NaN/infinity encodings of {name} alone", tensor(name, [len(specials)], bytes(specials)))
+        c.accept(f"{label}Specials", f"the NaN/infinity encodings of {name} alone",
+                 tensor(name, [len(specials)], bytes(specials)))
     c.accept("ZeroD", "a 0-d int64 tensor: one element", tensor("INT64", [], struct.pack("<q", -7)))
     c.accept("ZeroSize", "a 0x3 float64 tensor: no bytes", tensor("FLOAT64", [0, 3], b""))
     c.accept("ZeroSizeHugeDims", "a zero-size tensor whose other dims are 2**63", tensor("FLOAT32", [0, 1 << 63], b""))
@@ -136,7 +150,8 @@ def build_record() -> Corpus:
     ext_rejects = [
         ("ValueExtUnknown", "extension code 42", msgpack.packb(msgpack.ExtType(42, b"")), "unknown-tag"),
         ("ValueExtTimestamp", "a MessagePack timestamp (extension -1)", msgpack.packb(msgpack.Timestamp(1, 0)), "unknown-tag"),
-        ("ValueExtComplexShort", "a complex extension of 15 bytes", msgpack.packb(msgpack.ExtType(2, bytes(15))), "invalid-value"),
+        ("ValueExtComplexShort", "a complex extension of 15 bytes", msgpack.packb(msgpack.ExtType(2, bytes(15))),
+         "invalid-value"),
         ("ValueExtTupleNotArray", "a tuple extension holding an int",
          msgpack.packb(msgpack.ExtType(1, msgpack.packb(1))), "invalid-value"),
     ]
@@ -196,8 +211,8 @@ def build() -> Corpus:
     c.reject("PaddingCut", "one record declared, the file ends inside the padding before it",
              header(MAGIC) + struct.pack("<I", 1) + bytes(10), "truncated")
     c.accept("ChecksumsNotVerified", "a damaged CRC-32 when the caller opts out",
-             Piece(rep.data[:-1] + bytes([rep.data[-1] ^ 1]),
-                   {"records": [{"record": first.value}, {"record": {**second.value, "crc32": second.value["crc32"] ^ (1 << 24)}}]}),
+             Piece(rep.data[:-1] + bytes([rep.data[-1] ^ 1]), {"records": [
+                 {"record": first.value}, {"record": {**second.value, "crc32": second.value["crc32"] ^ (1 << 24)}}]}),
              NO_CHECKSUMS)
     c.reject("ChecksumMismatch", "the last record's CRC-32 differs in one bit", rep.data[:-1] + bytes([rep.data[-1] ^ 1]),
              "checksum")
