@@ -147,7 +147,7 @@ def build_record() -> Corpus:
     c.reject("ValueNestedOverLimit", "lists nested 65 deep", raw_record(value_body(_nested(MAX_VALUE_DEPTH + 1))), "limit")
     c.reject("ValueNestedFar", "lists nested 2000 deep (beyond msgpack's own recursion limit)",
              raw_record(value_body(_nested(2000))), "limit")
-    ext_rejects = [
+    ext_rejects: list[tuple[str, str, bytes, str]] = [
         ("ValueExtUnknown", "extension code 42", msgpack.packb(msgpack.ExtType(42, b"")), "unknown-tag"),
         ("ValueExtTimestamp", "a MessagePack timestamp (extension -1)", msgpack.packb(msgpack.Timestamp(1, 0)), "unknown-tag"),
         ("ValueExtComplexShort", "a complex extension of 15 bytes", msgpack.packb(msgpack.ExtType(2, bytes(15))),
@@ -155,8 +155,8 @@ def build_record() -> Corpus:
         ("ValueExtTupleNotArray", "a tuple extension holding an int",
          msgpack.packb(msgpack.ExtType(1, msgpack.packb(1))), "invalid-value"),
     ]
-    for name, what, doc, kind in ext_rejects:
-        c.reject(name, what, raw_record(value_body(doc)), kind)
+    for name, what, doc, error in ext_rejects:
+        c.reject(name, what, raw_record(value_body(doc)), error)
     # The spec does not (yet) require the shortest MessagePack spelling: a reader may take these or refuse them.
     for name, what, doc, decoded in (
         ("ValueFloat32", "a float32 (0xca) where writers write float64", b"\xca" + struct.pack(">f", 1.5), 1.5),
