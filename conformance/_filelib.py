@@ -11,6 +11,8 @@ import struct
 import zlib
 from typing import Any
 
+import msgpack
+
 from ._vectorlib import Piece
 
 #: Every tensor dtype: name -> (tag value, itemsize), as spec/checkpoint_shard.py declares them.
@@ -69,3 +71,52 @@ def record(body: bytes, value: Any) -> Piece:
 
 def header(magic: bytes, version: int = 1) -> bytes:
     return magic + struct.pack("<H", version)
+
+
+class Frame:
+    """Where a record body sits: alone in a checkpoint-shard record, or as the one field of a dump row.
+
+    The body vectors are the same for both formats (dump-shard reuses checkpoint-shard's body);
+    only the bytes around the body, and so the tensor padding, differ.
+    """
+
+    def __init__(self, row: tuple[int, str] | None = None) -> None:
+        self.row = row
+        if row is None:
+            self.prefix = b""
+        else:
+            name = row[1].encode("utf-8")
+            self.prefix = struct.pack("<QII", row[0], 1, len(name)) + name
+        #: Offset of the body from the start of the record (records start on a multiple of 64).
+        self.start = len(self.prefix)
+
+    def wrap(self, body: bytes, sealed: bool = True) -> bytes:
+        """The record around ``body``, with its CRC-32 unless ``sealed`` is false (a record cut short)."""
+        data = self.prefix + body
+        return data + crc(data) if sealed else data
+
+    def piece(self, body: bytes, value: Any) -> Piece:
+        data = self.wrap(body)
+        checksum = struct.unpack("<I", data[-4:])[0]
+        if self.row is None:
+            return Piece(data, {"body": value, "crc32": checksum})
+        fields = [{"name": self.row[1], "body": value}]
+        return Piece(data, {"global_index": self.row[0], "fields": fields, "crc32": checksum})
+
+    def tensor(self, dtype: str, shape: list[int], data: bytes) -> Piece:
+        return self.piece(tensor_body(self.start, dtype, shape, data), tensor_value(dtype, shape, data))
+
+    def value(self, document: Any) -> Piece:
+        """A value record of ``document`` (JSON types and bytes), packed by msgpack."""
+        return self.piece(value_body(msgpack.packb(document, use_bin_type=True)), {"kind": "VALUE", "value": as_json(document)})
+
+
+def as_json(document: Any) -> Any:
+    """The canonical JSON spelling of a document of JSON types and bytes."""
+    if isinstance(document, bytes):
+        return b64(document)
+    if isinstance(document, dict):
+        return {k: as_json(v) for k, v in document.items()}
+    if isinstance(document, list):
+        return [as_json(v) for v in document]
+    return document

@@ -23,7 +23,13 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from . import _vectors_checkpoint_shard, _vectors_shm_descriptor, _vectors_shm_message, _vectors_shm_samples_meta
+from . import (
+    _vectors_checkpoint_shard,
+    _vectors_dump_shard,
+    _vectors_shm_descriptor,
+    _vectors_shm_message,
+    _vectors_shm_samples_meta,
+)
 from ._corpus import CORPUS_DIR, vector_file_text
 from ._vectorlib import Corpus
 
@@ -34,6 +40,8 @@ BUILDERS: tuple[Callable[[], Corpus], ...] = (
     _vectors_shm_descriptor.build,
     _vectors_checkpoint_shard.build,
     _vectors_checkpoint_shard.build_record,
+    _vectors_dump_shard.build,
+    _vectors_dump_shard.build_record,
 )
 
 

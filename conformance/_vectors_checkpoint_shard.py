@@ -17,6 +17,7 @@ from ._filelib import (
     PICKLE,
     SAFETENSORS,
     TORCH_ZIP,
+    Frame,
     b64,
     header,
     record,
@@ -44,77 +45,63 @@ def tensor(dtype: str, shape: list[int], data: bytes, start: int = 0) -> Piece:
 
 
 def value(document: Any) -> Piece:
-    return record(value_body(msgpack.packb(document, use_bin_type=True)), {"kind": "VALUE", "value": _json(document)})
-
-
-def _json(document: Any) -> Any:
-    if isinstance(document, bytes):
-        return b64(document)
-    if isinstance(document, dict):
-        return {k: _json(v) for k, v in document.items()}
-    if isinstance(document, list):
-        return [_json(v) for v in document]
-    return document
-
-
-def raw_record(body: bytes) -> bytes:
-    """A record whose body the reader must refuse before its checksum (correct CRC, so only the body is wrong)."""
-    return record(body, None).data
+    return Frame().value(document)
 
 
 def _nested(depth: int) -> bytes:
     return b"\x91" * (depth - 1) + b"\x90"
 
 
-def build_record() -> Corpus:
-    c = Corpus("checkpoint-shard.record", 1)
-    rep = tensor("FLOAT32", [2, 3], bytes(range(24)))
+def body_vectors(c: Corpus, f: Frame) -> Piece:
+    """The vectors of a record body (tensor or value) framed by ``f``; the representative record."""
+    rep = f.tensor("FLOAT32", [2, 3], bytes(range(24)))
     c.accept("Representative", "a 2x3 float32 tensor", rep)
     for name, (_code, itemsize) in DTYPES.items():
         data = bytes([1, 0] * itemsize) if name != "BOOL" else b"\x01\x00"
-        c.accept(f"Dtype{name.title().replace('_', '')}", f"two {name} elements", tensor(name, [2], data[: 2 * itemsize]))
+        c.accept(f"Dtype{name.title().replace('_', '')}", f"two {name} elements", f.tensor(name, [2], data[: 2 * itemsize]))
     for name, specials in FP8_SPECIALS.items():
         label = name.title().replace("_", "")
         c.accept(f"{label}AllBitPatterns", f"every byte as a {name} element, NaN and infinity encodings included",
-                 tensor(name, [256], bytes(range(256))))
+                 f.tensor(name, [256], bytes(range(256))))
         c.accept(f"{label}Specials", f"the NaN/infinity encodings of {name} alone",
-                 tensor(name, [len(specials)], bytes(specials)))
-    c.accept("ZeroD", "a 0-d int64 tensor: one element", tensor("INT64", [], struct.pack("<q", -7)))
-    c.accept("ZeroSize", "a 0x3 float64 tensor: no bytes", tensor("FLOAT64", [0, 3], b""))
-    c.accept("ZeroSizeHugeDims", "a zero-size tensor whose other dims are 2**63", tensor("FLOAT32", [0, 1 << 63], b""))
-    c.accept("MaxNdim", "64 dims of 1", tensor("UINT8", [1] * MAX_NDIM, b"\x2a"))
-    c.reject("NdimAboveLimit", "65 dims", raw_record(tensor_body(0, "UINT8", [1] * (MAX_NDIM + 1), b"\x2a")), "limit")
-    c.accept("BoolZeroOne", "bool bytes 0 and 1", tensor("BOOL", [2], b"\x00\x01"))
+                 f.tensor(name, [len(specials)], bytes(specials)))
+    c.accept("ZeroD", "a 0-d int64 tensor: one element", f.tensor("INT64", [], struct.pack("<q", -7)))
+    c.accept("ZeroSize", "a 0x3 float64 tensor: no bytes", f.tensor("FLOAT64", [0, 3], b""))
+    c.accept("ZeroSizeHugeDims", "a zero-size tensor whose other dims are 2**63", f.tensor("FLOAT32", [0, 1 << 63], b""))
+    c.accept("MaxNdim", "64 dims of 1", f.tensor("UINT8", [1] * MAX_NDIM, b"\x2a"))
+    c.reject("NdimAboveLimit", "65 dims", f.wrap(tensor_body(f.start, "UINT8", [1] * (MAX_NDIM + 1), b"\x2a")), "limit")
+    c.accept("BoolZeroOne", "bool bytes 0 and 1", f.tensor("BOOL", [2], b"\x00\x01"))
     for byte in (2, 0x80, 0xFF):
-        c.reject(f"BoolByte{byte:02X}", f"a bool byte {byte}", raw_record(tensor_body(0, "BOOL", [2], bytes([1, byte]))),
+        c.reject(f"BoolByte{byte:02X}", f"a bool byte {byte}", f.wrap(tensor_body(f.start, "BOOL", [2], bytes([1, byte]))),
                  "invalid-value")
     for kind in (0, 3, 0xFF):
-        c.reject(f"Kind{kind:02X}Unknown", f"record kind {kind}", raw_record(bytes([kind]) + bytes(8)), "unknown-tag")
+        c.reject(f"Kind{kind:02X}Unknown", f"record kind {kind}", f.wrap(bytes([kind]) + bytes(8)), "unknown-tag")
     for code in (0, len(DTYPES) + 1, 0xFF):
-        c.reject(f"Dtype{code:02X}Unknown", f"dtype {code}", raw_record(tensor_body(0, code, [1], b"\x00")), "unknown-tag")
+        c.reject(f"Dtype{code:02X}Unknown", f"dtype {code}", f.wrap(tensor_body(f.start, code, [1], b"\x00")), "unknown-tag")
     c.reject("LengthShort", "shape and dtype give 24 bytes, 20 declared and present",
-             raw_record(tensor_body(0, "FLOAT32", [2, 3], bytes(20))), "invalid-value")
+             f.wrap(tensor_body(f.start, "FLOAT32", [2, 3], bytes(20))), "invalid-value")
     c.reject("LengthLong", "shape and dtype give 24 bytes, 28 declared and present",
-             raw_record(tensor_body(0, "FLOAT32", [2, 3], bytes(28))), "invalid-value")
+             f.wrap(tensor_body(f.start, "FLOAT32", [2, 3], bytes(28))), "invalid-value")
     c.reject("ShapeProductOverflow", "2**32 x 2**32 elements: the byte count overflows 64 bits",
-             raw_record(tensor_body(0, "UINT8", [1 << 32, 1 << 32], b"", nbytes=0)), "invalid-value")
+             f.wrap(tensor_body(f.start, "UINT8", [1 << 32, 1 << 32], b"", nbytes=0)), "invalid-value")
     c.reject("ShapeTimesItemsizeOverflow", "2**62 float32 elements: 2**64 bytes",
-             raw_record(tensor_body(0, "FLOAT32", [1 << 62], b"", nbytes=0)), "invalid-value")
+             f.wrap(tensor_body(f.start, "FLOAT32", [1 << 62], b"", nbytes=0)), "invalid-value")
     c.reject("LengthBeyondInput", "a 1 MiB payload declared, 4 bytes present",
-             tensor_body(0, "UINT8", [1 << 20], bytes(4), nbytes=1 << 20), "truncated")
+             f.wrap(tensor_body(f.start, "UINT8", [1 << 20], bytes(4), nbytes=1 << 20), sealed=False), "truncated")
     c.reject("LengthAboveLimit", "a payload of 2**48 + 1 bytes declared",
-             tensor_body(0, "UINT8", [(1 << 48) + 1], b"", nbytes=MAX_TENSOR_BYTES + 1), "limit")
+             f.wrap(tensor_body(f.start, "UINT8", [(1 << 48) + 1], b"", nbytes=MAX_TENSOR_BYTES + 1), sealed=False), "limit")
     c.reject("LengthU64Max", "a payload of 2**64 - 1 bytes declared",
-             tensor_body(0, "UINT8", [1], b"", nbytes=U64_MAX), "limit")
+             f.wrap(tensor_body(f.start, "UINT8", [1], b"", nbytes=U64_MAX), sealed=False), "limit")
     c.reject("PaddingNonZero", "a non-zero byte in the padding before the payload",
-             raw_record(tensor_body(0, "FLOAT32", [1], bytes(4), pad=bytes(34) + b"\x01" + bytes(3))), "invalid-value")
+             f.wrap(tensor_body(f.start, "FLOAT32", [1], bytes(4), pad=bytes(-(f.start + 19) % ALIGN - 1) + b"\x01")),
+             "invalid-value")
     c.reject("PaddingShort", "the payload starts right after the header: its bytes stand where padding belongs",
-             raw_record(tensor_body(0, "UINT8", [60], b"\x01" * 60, pad=b"")), "invalid-value")
+             f.wrap(tensor_body(f.start, "UINT8", [60], b"\x01" * 60, pad=b"")), "invalid-value")
     bad = bytearray(rep.data)
     bad[-1] ^= 0x01
     c.reject("ChecksumMismatch", "the stored CRC-32 differs in one bit", bytes(bad), "checksum")
     payload_flip = bytearray(rep.data)
-    payload_flip[64] ^= 0x80
+    payload_flip[-5] ^= 0x80
     c.reject("PayloadFlipped", "one payload bit flipped after the CRC-32 was taken", bytes(payload_flip), "checksum")
     c.accept("ChecksumNotVerified", "a wrong CRC-32 when the caller opts out of verification",
              Piece(bytes(bad), {**rep.value, "crc32": rep.value["crc32"] ^ (1 << 24)}), NO_CHECKSUMS)
@@ -141,12 +128,12 @@ def build_record() -> Corpus:
             nested: Any = []
             for _ in range(MAX_VALUE_DEPTH - 1):
                 nested = [nested]
-            c.accept(name, what, value(nested))
+            c.accept(name, what, f.value(nested))
         else:
-            c.accept(name, what, value(doc))
-    c.reject("ValueNestedOverLimit", "lists nested 65 deep", raw_record(value_body(_nested(MAX_VALUE_DEPTH + 1))), "limit")
+            c.accept(name, what, f.value(doc))
+    c.reject("ValueNestedOverLimit", "lists nested 65 deep", f.wrap(value_body(_nested(MAX_VALUE_DEPTH + 1))), "limit")
     c.reject("ValueNestedFar", "lists nested 2000 deep (beyond msgpack's own recursion limit)",
-             raw_record(value_body(_nested(2000))), "limit")
+             f.wrap(value_body(_nested(2000))), "limit")
     ext_rejects: list[tuple[str, str, bytes, str]] = [
         ("ValueExtUnknown", "extension code 42", msgpack.packb(msgpack.ExtType(42, b"")), "unknown-tag"),
         ("ValueExtTimestamp", "a MessagePack timestamp (extension -1)", msgpack.packb(msgpack.Timestamp(1, 0)), "unknown-tag"),
@@ -156,7 +143,7 @@ def build_record() -> Corpus:
          msgpack.packb(msgpack.ExtType(1, msgpack.packb(1))), "invalid-value"),
     ]
     for name, what, doc, error in ext_rejects:
-        c.reject(name, what, raw_record(value_body(doc)), error)
+        c.reject(name, what, f.wrap(value_body(doc)), error)
     # The spec does not (yet) require the shortest MessagePack spelling: a reader may take these or refuse them.
     for name, what, doc, decoded in (
         ("ValueFloat32", "a float32 (0xca) where writers write float64", b"\xca" + struct.pack(">f", 1.5), 1.5),
@@ -164,21 +151,31 @@ def build_record() -> Corpus:
         ("ValueStr8Short", "a 1-byte string as str8 (0xd9) where writers write a fixstr", b"\xd9\x01a", "a"),
     ):
         body = value_body(doc)
-        accepted = record(body, {"kind": "VALUE", "value": decoded})
+        accepted = f.piece(body, {"kind": "VALUE", "value": decoded})
         c.either(name, what, accepted.data, [{"accept": accepted.value}, {"reject": "invalid-value"}])
-    c.reject("ValueStrBadUtf8", "a string that is not UTF-8", raw_record(value_body(b"\xa2\xc3\x28")), "invalid-value")
-    c.reject("ValueNeverUsed", "the never-used MessagePack byte 0xc1", raw_record(value_body(b"\xc1")), "invalid-value")
-    c.reject("ValueDocumentCut", "a list of 2 with 1 element present", raw_record(value_body(b"\x92\x01")), "truncated")
-    c.reject("ValueDocumentTrailing", "two documents where one belongs", raw_record(value_body(b"\x01\x02")), "trailing-bytes")
-    c.reject("ValueEmptyDocument", "a document of 0 bytes", raw_record(value_body(b"")), "truncated")
-    c.reject("ValueLengthBeyondInput", "a 1000-byte document declared, 1 present", value_body(b"\x01", length=1000), "truncated")
-    c.reject("ValueLengthAboveLimit", "a document of 64 MiB + 1 declared", value_body(b"\x01", length=MAX_VALUE_LEN + 1), "limit")
+    c.reject("ValueStrBadUtf8", "a string that is not UTF-8", f.wrap(value_body(b"\xa2\xc3\x28")), "invalid-value")
+    c.reject("ValueNeverUsed", "the never-used MessagePack byte 0xc1", f.wrap(value_body(b"\xc1")), "invalid-value")
+    c.reject("ValueDocumentCut", "a list of 2 with 1 element present", f.wrap(value_body(b"\x92\x01")), "truncated")
+    c.reject("ValueDocumentTrailing", "two documents where one belongs", f.wrap(value_body(b"\x01\x02")), "trailing-bytes")
+    c.reject("ValueEmptyDocument", "a document of 0 bytes", f.wrap(value_body(b"")), "truncated")
+    c.reject("ValueLengthBeyondInput", "a 1000-byte document declared, 1 present",
+             f.wrap(value_body(b"\x01", length=1000), sealed=False),
+             "truncated")
+    c.reject("ValueLengthAboveLimit", "a document of 64 MiB + 1 declared",
+             f.wrap(value_body(b"\x01", length=MAX_VALUE_LEN + 1), sealed=False),
+             "limit")
     # A count the document cannot hold: 'truncated' by the protocol's table; the readers say 'limit' today.
     for name, what, doc in (("ValueArrayCountBeyondInput", "an array of 2**32-1 elements in 5 bytes", b"\xdd\xff\xff\xff\xff"),
                             ("ValueMapCountBeyondInput", "a map of 2**32-1 pairs in 5 bytes", b"\xdf\xff\xff\xff\xff")):
-        c.either(name, what, raw_record(value_body(doc)), [{"reject": "truncated"}, {"reject": "limit"}])
+        c.either(name, what, f.wrap(value_body(doc)), [{"reject": "truncated"}, {"reject": "limit"}])
     c.reject("ValueStrLengthBeyondInput", "a string of 2**32-1 bytes in 5 bytes",
-             raw_record(value_body(b"\xdb\xff\xff\xff\xff")), "truncated")
+             f.wrap(value_body(b"\xdb\xff\xff\xff\xff")), "truncated")
+    return rep
+
+
+def build_record() -> Corpus:
+    c = Corpus("checkpoint-shard.record", 1)
+    rep = body_vectors(c, Frame())
     c.truncations("Representative", "the representative tensor record", rep)
     c.truncations("Value", "a value record", value({"a": 1}))
     c.refuse_write("BoolByte", "a bool tensor holding the byte 2",
@@ -190,54 +187,61 @@ def build_record() -> Corpus:
     return c
 
 
-def shard_file(records: list[Piece], version: int = 1) -> Piece:
-    """A shard file: header, record count, each record at the next multiple of 64."""
-    data = header(MAGIC, version) + struct.pack("<I", len(records))
+def shard_file(magic: bytes, group: str, item: str, records: list[Piece], version: int = 1) -> Piece:
+    """A shard file: header, record count, each record at the next multiple of 64, as ``{group: [{item: ...}]}``."""
+    data = header(magic, version) + struct.pack("<I", len(records))
     for piece in records:
         data += bytes(-len(data) % ALIGN) + piece.data
-    return Piece(data, {"records": [{"record": piece.value} for piece in records]})
+    return Piece(data, {group: [{item: piece.value} for piece in records]})
 
 
-def build() -> Corpus:
-    c = Corpus("checkpoint-shard", 1)
-    first = tensor("FLOAT32", [2, 3], bytes(range(24)), start=64)
-    second = value({"step": 7})
-    rep = shard_file([first, second])
+def file_vectors(c: Corpus, magic: bytes, group: str, item: str, first: Piece, second: Piece,
+                 back_to_back: tuple[Piece, Piece]) -> None:
+    """The vectors of a shard file of records (checkpoint-shard, dump-shard): ``first`` a tensor record at
+    offset 64, ``second`` a record after it, ``back_to_back`` a record 64 bytes long and another."""
+    rep = shard_file(magic, group, item, [first, second])
     c.accept("Representative", "a tensor record and a value record", rep)
-    c.accept("NoRecords", "a file of no records", shard_file([]))
-    # 9 bytes of framing and a 55-byte document: the record fills 64 bytes, the next one needs no padding.
+    c.accept("NoRecords", "a file of no records", shard_file(magic, group, item, []))
     c.accept("RecordsBackToBack", "a record ending on a multiple of 64, the next one right after it",
-             shard_file([value(bytes(53)), value(None)]))
+             shard_file(magic, group, item, list(back_to_back)))
     c.reject("PaddingCut", "one record declared, the file ends inside the padding before it",
-             header(MAGIC) + struct.pack("<I", 1) + bytes(10), "truncated")
+             header(magic) + struct.pack("<I", 1) + bytes(30), "truncated")
+    damaged = rep.data[:-1] + bytes([rep.data[-1] ^ 1])
     c.accept("ChecksumsNotVerified", "a damaged CRC-32 when the caller opts out",
-             Piece(rep.data[:-1] + bytes([rep.data[-1] ^ 1]), {"records": [
-                 {"record": first.value}, {"record": {**second.value, "crc32": second.value["crc32"] ^ (1 << 24)}}]}),
+             Piece(damaged, {group: [{item: first.value}, {item: {**second.value, "crc32": second.value["crc32"] ^ (1 << 24)}}]}),
              NO_CHECKSUMS)
-    c.reject("ChecksumMismatch", "the last record's CRC-32 differs in one bit", rep.data[:-1] + bytes([rep.data[-1] ^ 1]),
-             "checksum")
+    c.reject("ChecksumMismatch", "the last record's CRC-32 differs in one bit", damaged, "checksum")
+    other = b"\x89INRTMD\n" if magic != b"\x89INRTMD\n" else b"\x89INRTSH\n"
+    one_off = magic[:6] + bytes([magic[6] ^ 0x20]) + magic[7:]
     for name, what, data in (("Pickle", "a pickle", PICKLE), ("TorchZip", "a torch.save zip archive", TORCH_ZIP),
                              ("Safetensors", "a safetensors file", SAFETENSORS),
-                             ("OtherInertFile", "a checkpoint-metadata file", b"\x89INRTMD\n\x01\x00" + bytes(8)),
-                             ("MagicOneBitOff", "the magic with one bit flipped", b"\x89INRTSh\n\x01\x00" + bytes(4))):
+                             ("OtherInertFile", "another Inert format's file", other + b"\x01\x00" + bytes(8)),
+                             ("MagicOneBitOff", "the magic with one bit flipped", one_off + b"\x01\x00" + bytes(4))):
         c.reject(f"Foreign{name}", f"{what}, not a shard file", data, "foreign-format")
     for version in (0, 2, 0xFFFF):
-        c.reject(f"Version{version}", f"format_version {version}", header(MAGIC, version) + bytes(4), "version")
-    c.reject("CountBeyondInput", "1000 records declared, none present", header(MAGIC) + struct.pack("<I", 1000), "truncated")
-    c.reject("CountAboveLimit", "2**24 + 1 records declared", header(MAGIC) + struct.pack("<I", (1 << 24) + 1), "limit")
+        c.reject(f"Version{version}", f"format_version {version}", header(magic, version) + bytes(4), "version")
+    c.reject("CountBeyondInput", "1000 records declared, none present", header(magic) + struct.pack("<I", 1000), "truncated")
+    c.reject("CountAboveLimit", "2**24 + 1 records declared", header(magic) + struct.pack("<I", (1 << 24) + 1), "limit")
     padded = bytearray(rep.data)
     padded[20] = 1
     c.reject("PaddingNonZero", "a non-zero byte in the padding before the first record", bytes(padded), "invalid-value")
     c.reject("TrailingByte", "a byte after the last record", rep.data + b"\x00", "trailing-bytes")
     c.reject("MaxSizeExceeded", "a file longer than the caller's max_size", rep.data, "limit", {"max_size": 64})
     c.accept("MaxSizeExact", "a file exactly as long as the caller's max_size", rep, {"max_size": len(rep.data)})
-    empty = header(MAGIC) + struct.pack("<I", 0)
-    for cut in range(len(MAGIC)):  # a piece of the magic: cut short, or not this format at all
+    empty = header(magic) + struct.pack("<I", 0)
+    for cut in range(len(magic)):  # a piece of the magic: cut short, or not this format at all
         c.either(f"TruncatedMagic{cut}", f"the first {cut} bytes of the magic", empty[:cut],
                  [{"reject": "truncated"}, {"reject": "foreign-format"}])
-    for cut in range(len(MAGIC), len(empty)):
+    for cut in range(len(magic), len(empty)):
         c.reject(f"TruncatedHeader{cut:02d}", f"the first {cut} bytes of the header and record count", empty[:cut], "truncated")
     for cut in (15, 64, 100, 127, len(rep.data) - 1):
         c.reject(f"Truncated{cut:03d}", f"the first {cut} of the {len(rep.data)} bytes of the representative file",
                  rep.data[:cut], "truncated")
+
+
+def build() -> Corpus:
+    c = Corpus("checkpoint-shard", 1)
+    # 9 bytes of framing and a 55-byte document: the record fills 64 bytes, the next one needs no padding.
+    file_vectors(c, MAGIC, "records", "record", tensor("FLOAT32", [2, 3], bytes(range(24)), start=64),
+                 value({"step": 7}), (value(bytes(53)), value(None)))
     return c
