@@ -7,7 +7,6 @@ Each test starts 2 processes (this machine has 2 cores); the ranks run this file
 from __future__ import annotations
 
 import datetime
-import inspect
 import os
 import subprocess
 import sys
@@ -21,7 +20,8 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 
-from inert.torch import FileSystemReader, FileSystemWriter
+import inert.torch
+from inert.torch import TORCH_VERSION, FileSystemReader, FileSystemWriter
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
 ROWS, COLS = 8, 6
@@ -66,8 +66,7 @@ def test_two_ranks_save_and_load_then_reshard_to_one(tmp_path: Path) -> None:
     # 2 -> 1: one process reads both ranks' shards into whole tensors
     state: dict[str, Any] = {"dt": torch.zeros(ROWS, COLS), "rank0": torch.zeros(3), "rank1": torch.zeros(3),
                              "common": {"step": 0}}
-    one = {"no_dist": True} if "no_dist" in inspect.signature(dcp.load).parameters else {}  # 2.4 infers it
-    dcp.load(state, storage_reader=FileSystemReader(tmp_path), **one)
+    inert.torch.load(state, tmp_path)
     assert torch.equal(state["dt"], full())
     assert torch.equal(state["rank0"], torch.full((3,), 0.0)) and torch.equal(state["rank1"], torch.full((3,), 1.0))
     assert state["common"] == {"step": 7}
@@ -81,10 +80,6 @@ def test_a_rank_failing_mid_save_leaves_nothing_loadable(tmp_path: Path) -> None
     assert not (tmp_path / ".metadata").exists()
     with pytest.raises(FileNotFoundError):
         FileSystemReader(tmp_path).read_metadata()
-
-
-class _Opaque:
-    """A value outside the value subset: the save fails on the rank that holds it."""
 
 
 def _rank_state(rank: int, zero: bool) -> dict[str, Any]:
@@ -113,25 +108,26 @@ def _worker(scenario: str, path: str) -> None:
             dcp.save(_rank_state(rank, zero=False), storage_writer=FileSystemWriter(path))
         elif scenario == "load":
             state = _rank_state(rank, zero=True)
-            dcp.load(state, storage_reader=FileSystemReader(path))
+            inert.torch.load(state, path)  # 2.3's dcp.load would drop the nested non-tensor value
             expected = full()[rank * ROWS // 2:(rank + 1) * ROWS // 2]
             assert torch.equal(state["dt"].to_local(), expected), state["dt"].to_local()
             assert torch.equal(state[f"rank{rank}"], torch.full((3,), float(rank)))
             assert state["common"] == {"step": 7}
         elif scenario == "fail":
             state = _rank_state(rank, zero=False)
-            if rank == 1:
-                state["common"]["bad"] = _Opaque()
+            if rank == 1:  # a tensor only this rank has (2.3 writes non-tensor values from rank 0 only)
+                state["rank1_bad"] = torch.zeros(2, dtype=torch.complex32)  # a dtype the format does not carry
             try:
                 dcp.save(state, storage_writer=FileSystemWriter(path))
             except BaseException as exc:  # DCP raises a CheckpointException (a BaseException) on every rank
-                assert "_Opaque is not in the value subset" in str(exc), str(exc)
+                assert "torch.complex32 has no checkpoint encoding" in str(exc), str(exc)
                 print("FAILED AS EXPECTED")
             else:
                 raise AssertionError("the save succeeded")
         dist.barrier()
     finally:
-        dist.destroy_process_group()
+        if TORCH_VERSION >= (2, 4):  # 2.3's teardown of a file-store group can wait forever for a peer that exited
+            dist.destroy_process_group()
 
 
 if __name__ == "__main__":

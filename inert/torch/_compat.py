@@ -56,7 +56,7 @@ def dtype_name(dtype: Any, where: str) -> str:
     """The checkpoint name of a torch dtype; a ``TypeError`` for one the format does not carry."""
     name = _NAMES.get(dtype)
     if name is None:
-        raise TypeError(f"{where}: dtype {dtype} has no checkpoint encoding (supported: {', '.join(sorted(_NAMES))})")
+        raise TypeError(f"{where}: dtype {dtype} has no checkpoint encoding (supported: {', '.join(sorted(_NAMES.values()))})")
     return name
 
 
