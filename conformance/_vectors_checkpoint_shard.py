@@ -78,6 +78,9 @@ def body_vectors(c: Corpus, f: Frame) -> Piece:
         c.reject(f"Kind{kind:02X}Unknown", f"record kind {kind}", f.wrap(bytes([kind]) + bytes(8)), "unknown-tag")
     for code in (0, len(DTYPES) + 1, 0xFF):
         c.reject(f"Dtype{code:02X}Unknown", f"dtype {code}", f.wrap(tensor_body(f.start, code, [1], b"\x00")), "unknown-tag")
+    # The first rule broken is the dtype (offset 1), before the input ends where ndim belongs (offset 2).
+    c.reject("DtypeUnknownThenCut", "an unknown dtype 0, then the input ends", f.prefix + b"\x01\x00", "unknown-tag")
+    c.reject("DtypeKnownThenCut", "a known dtype, then the input ends", f.prefix + b"\x01\x0c", "truncated")
     c.reject("LengthShort", "shape and dtype give 24 bytes, 20 declared and present",
              f.wrap(tensor_body(f.start, "FLOAT32", [2, 3], bytes(20))), "invalid-value")
     c.reject("LengthLong", "shape and dtype give 24 bytes, 28 declared and present",

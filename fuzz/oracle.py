@@ -40,6 +40,11 @@ Outcome = tuple[str, str]
 class Disagreement(AssertionError):
     """The two reference codecs read the same bytes differently."""
 
+    def __init__(self, message: str, generated: Outcome | None = None, interpreted: Outcome | None = None) -> None:
+        super().__init__(message)
+        self.generated = generated
+        self.interpreted = interpreted
+
 
 def outcome(decode: Callable[..., Any], data: bytes | bytearray | memoryview, kwargs: Mapping[str, Any] | None = None) -> Outcome:
     """What ``decode`` makes of ``data``; exceptions outside the error family propagate."""
@@ -67,7 +72,9 @@ def differential(
     interpreted = outcome(lambda d, **kw: interpret_decode(fmt, d, **part, **kw), data, kwargs)
     if generated != interpreted:
         raise Disagreement(
-            f"{entry.name} {dict(kwargs or {})} on {data.hex()}:\n  generated:   {generated}\n  interpreted: {interpreted}"
+            f"{entry.name} {dict(kwargs or {})} on {data.hex()}:\n  generated:   {generated}\n  interpreted: {interpreted}",
+            generated,
+            interpreted,
         )
     return generated
 
