@@ -703,16 +703,22 @@ HEADER_SIZE = {header_size}
 MAX_SIZE = {max_size}
 
 
-def decode(data: Buffer, *, max_size: int = MAX_SIZE{param_sig}) -> Any:
+def decode(data: Buffer, *, version: int | None = None, max_size: int = MAX_SIZE{param_sig}) -> Any:
     """Decode one ``{name}`` file; raise an ``InertError`` subclass on any fault.
 
-    ``max_size`` may lower the limit on the input's size, not raise it.
+    The version is the file's own; ``version``, when given, is the one the caller
+    requires.  ``max_size`` may lower the limit on the input's size, not raise it.
     """
+    if version is not None and version not in VERSIONS:
+        raise ValueError(f"{{FORMAT}}: version {{version}} is not one of {{VERSIONS}}")
     buf = as_buffer(data)
     limit = min(max_size, MAX_SIZE)
     if len(buf) > limit:
         raise LimitError(FORMAT, 0, "", f"input of {{len(buf)}} bytes exceeds max_size({{limit}})")
-    version = read_file_header(FORMAT, buf, MAGIC, VERSIONS)
+    found = read_file_header(FORMAT, buf, MAGIC, VERSIONS)
+    if version is not None and found != version:
+        raise VersionError(FORMAT, len(MAGIC), "format_version", f"the file is version {{found}}, version {{version}} was required")
+    version = found
     value, off = _READERS[version](buf, HEADER_SIZE, 0, {ctx})
     if off != len(buf):
         raise TrailingBytesError(FORMAT, off, "", f"{{len(buf) - off}} bytes after the end of the value")
@@ -775,7 +781,7 @@ from inert._codec_runtime import (
     read_file_header,
     unpack_value,
 )
-from inert._errors import ChecksumError, ForeignFormatError
+from inert._errors import ChecksumError, ForeignFormatError, VersionError
 '''
 
 
