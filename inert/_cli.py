@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any, BinaryIO
 
@@ -23,12 +24,24 @@ class _Usage(Exception):
 
 
 def codec(name: str) -> ModuleType:
-    """The generated codec module of format ``name``."""
+    """The generated codec module of format ``name`` (``<format>`` or ``<format>.<part>``)."""
     from inert.codecs import MODULES
 
-    if name not in MODULES:
+    base = name.partition(".")[0]
+    if base not in MODULES:
         raise _Usage(f"unknown format {name!r}; `inert formats` lists them")
-    return importlib.import_module(f"inert.codecs.{MODULES[name]}")
+    return importlib.import_module(f"inert.codecs.{MODULES[base]}")
+
+
+def _functions(name: str) -> tuple[ModuleType, Callable[..., Any], Callable[..., Any]]:
+    """The module, reader and writer of ``<format>`` or of one of its parts, ``<format>.<part>``."""
+    module = codec(name)
+    part = name.partition(".")[2]
+    if not part:
+        return module, module.decode, module.encode
+    if not hasattr(module, f"decode_{part}"):
+        raise _Usage(f"{module.FORMAT} has no part {part!r}")
+    return module, getattr(module, f"decode_{part}"), getattr(module, f"encode_{part}")
 
 
 def _read_input(path: str) -> bytes:
@@ -41,12 +54,18 @@ def _read_input(path: str) -> bytes:
         raise _Usage(f"{path}: {exc.strerror}") from None
 
 
-def _params(args: argparse.Namespace, module: ModuleType) -> dict[str, Any]:
+def _params(args: argparse.Namespace, module: ModuleType, reader: Callable[..., Any]) -> dict[str, Any]:
+    """The reader parameters given on the command line; one the reader does not take is a usage error."""
+    given = {"chunk_size": args.chunk_size, "max_size": args.max_size}
+    if args.no_verify_checksums:
+        given["verify_checksums"] = False
     params = {}
-    if args.chunk_size is not None:
-        if "chunk_size" not in module.decode.__code__.co_varnames:
-            raise _Usage(f"--chunk-size does not apply to {module.FORMAT}")
-        params["chunk_size"] = args.chunk_size
+    for name, value in given.items():
+        if value is None:
+            continue
+        if name not in reader.__code__.co_varnames:
+            raise _Usage(f"--{name.replace('_', '-')} does not apply to {module.FORMAT}")
+        params[name] = value
     return params
 
 
@@ -61,22 +80,24 @@ def _cmd_formats(args: argparse.Namespace) -> int:
 
 
 def _cmd_decode(args: argparse.Namespace) -> int:
-    module = codec(args.format)
+    module, reader, _ = _functions(args.format)
     data = _read_input(args.path)
-    value = module.decode(data, version=args.version or module.LATEST, **_params(args, module))
+    # File formats read their version from the header: pass one only when asked to insist on it.
+    version = {} if args.version is None else {"version": args.version}
+    value = reader(data, **version, **_params(args, module, reader))
     print(to_json(value))
     return 0
 
 
 def _cmd_encode(args: argparse.Namespace) -> int:
-    module = codec(args.format)
+    module, _, writer = _functions(args.format)
     text = _read_input(args.path).decode("utf-8", errors="strict")
     try:
         value = from_json(text)
     except ValueError as exc:
         raise _Usage(f"input is not canonical JSON: {exc}") from None
     out: BinaryIO = sys.stdout.buffer
-    out.write(module.encode(value, version=args.version or module.LATEST))
+    out.write(writer(value, version=args.version or module.LATEST))
     out.flush()
     return 0
 
@@ -106,9 +127,13 @@ def _parser() -> argparse.ArgumentParser:
     commands = (("decode", _cmd_decode, "bytes to canonical JSON"), ("encode", _cmd_encode, "canonical JSON to bytes"))
     for name, run, what in commands:
         cmd = sub.add_parser(name, help=what)
-        cmd.add_argument("--format", required=True, help="format name, e.g. shm-message")
+        cmd.add_argument("--format", required=True, help="format name, e.g. shm-message, or <format>.<part>")
         cmd.add_argument("--version", type=int, default=None, help="format version (default: the latest)")
         cmd.add_argument("--chunk-size", type=int, default=None, help="size of the shared-memory chunk, where it applies")
+        cmd.add_argument("--max-size", type=int, default=None, help="lower the format's size limit, where it has one")
+        cmd.add_argument(
+            "--no-verify-checksums", action="store_true", help="skip the CRC-32 checks (formats that carry them)"
+        )
         cmd.add_argument("path", nargs="?", default="-", help="input file, or - for standard input")
         cmd.set_defaults(run=run)
     from inert import _inspect, _migrate, _verify

@@ -59,16 +59,25 @@ def as_buffer(data: Any) -> bytes | bytearray | memoryview:
     raise TypeError(f"decode() takes bytes, bytearray or memoryview, not {type(data).__name__}")
 
 
-def truncated(fmt: str, base: int, size: int, layout: tuple[tuple[int, int, str], ...]) -> TruncatedError:
-    """The error for a fixed-size group cut short: names its first incomplete field.
+def truncated(fmt: str, buf: Any, base: int, layout: tuple[tuple[int, int, str, Any], ...]) -> InertError:
+    """The error for a fixed-size group cut short at ``base``: what a field-by-field read meets first.
 
-    ``layout`` holds (offset in group, width, field path) per field.
+    ``layout`` holds (offset in group, width, field path, rule) per field; a rule
+    (``('tag', code, table, enum name)`` or ``('bool',)``) is checked on every
+    complete field before the first incomplete one is reported.
     """
-    available = size - base
-    for rel, width, path in layout:
+    available = len(buf) - base
+    for rel, width, path, rule in layout:
         if rel + width > available:
             have = max(0, available - rel)
             return TruncatedError(fmt, base + rel, path, f"{width} bytes needed, {have} present")
+        if rule is None:
+            continue
+        (raw,) = struct.unpack_from("<" + ("B" if rule[0] == "bool" else rule[1]), buf, base + rel)
+        if rule[0] == "bool" and raw > 1:
+            return InvalidValueError(fmt, base + rel, path, f"boolean byte is {raw}, not 0 or 1")
+        if rule[0] == "tag" and raw not in rule[2]:
+            return UnknownTagError(fmt, base + rel, path, f"unknown {rule[3]} {raw}")
     raise AssertionError("truncated() called for a group that fits")
 
 

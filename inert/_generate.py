@@ -272,16 +272,25 @@ class _ReadEmitter:
             return
         codes = "".join(_code(sub) for _, sub in group)
         packer = self.mod.struct(codes)
-        layout, rel = [], 0
+        # Per field: offset in the group, width, path, and what a complete field must satisfy, so that a
+        # cut-short group reports what the interpreter, reading field by field, meets first.
+        entries, offsets, rel = [], [], 0
         for name, sub in group:
-            layout.append((rel, sub.size, name))
+            offsets.append(rel)
+            if isinstance(sub, Tag):
+                rule = f"('tag', {sub.scalar.code!r}, _BY_VALUE_{self.mod.enum(sub.enum_cls)}, {sub.enum_cls.__name__!r})"
+            elif isinstance(sub, Bool8):
+                rule = "('bool',)"
+            else:
+                rule = "None"
+            entries.append(f"({rel}, {sub.size}, {name!r}, {rule})")
             rel += sub.size
-        layout_name = self.mod.const(repr(tuple(layout)), "L")
+        layout_name = self.mod.const("(" + ", ".join(entries) + ",)", "L")
         locals_ = [sub.local if isinstance(sub, _Prefix) else f"f_{name}_{self.fresh('')}" for name, sub in group]
         self.emit(ind, f"if off + {rel} > n:")
-        self.emit(ind + 1, f"raise truncated(FORMAT, off, n, {layout_name})")
+        self.emit(ind + 1, f"raise truncated(FORMAT, buf, off, {layout_name})")
         self.emit(ind, f"{', '.join(locals_)}{',' if len(locals_) == 1 else ''} = {packer}.unpack_from(buf, off)")
-        for (name, sub), local, (fo, _, _) in zip(group, locals_, layout, strict=True):
+        for (name, sub), local, fo in zip(group, locals_, offsets, strict=True):
             if isinstance(sub, _Prefix):
                 continue
             if isinstance(sub, Bool8):

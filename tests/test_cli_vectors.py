@@ -20,8 +20,11 @@ KNOWN = read_failure_list(CORPUS_DIR.parent / "failure_lists" / "inert_generated
 
 def _argv(vector: Vector, path: Path) -> list[str]:
     argv = ["decode", "--format", vector.format, "--version", str(vector.version), str(path)]
-    if "chunk_size" in vector.params:
-        argv += ["--chunk-size", str(vector.params["chunk_size"])]
+    for name, value in vector.params.items():
+        if value is False:
+            argv.append(f"--no-{name.replace('_', '-')}")
+        else:
+            argv += [f"--{name.replace('_', '-')}", str(value)]
     return argv
 
 
@@ -31,7 +34,7 @@ def _matches(vector: Vector, outcome: Outcome, code: int, out: str, err: str) ->
     lines = err.splitlines()
     if code != 1 or out or len(lines) != 1 or not err.endswith("\n"):
         return False
-    match = re.fullmatch(rf"inert: {re.escape(vector.format)}: offset (\d+): ([^ ]+): (.+)", lines[0])
+    match = re.fullmatch(rf"inert: {re.escape(vector.format.partition('.')[0])}: offset (\d+): ([^ ]+): (.+)", lines[0])
     return match is not None and int(match.group(1)) <= len(vector.data)
 
 
