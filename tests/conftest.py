@@ -30,7 +30,11 @@ if str(ROOT) not in sys.path:
 
 
 def _readers() -> list[Callable[..., Any]]:
-    readers: list[Callable[..., Any]] = [importlib.import_module(f"inert.codecs.{m}").decode for m in MODULES.values()]
+    modules = [importlib.import_module(f"inert.codecs.{m}") for m in MODULES.values()]
+    # Every reader: decode() and each part's decode_<part>() (e.g. checkpoint-shard's decode_record).
+    readers: list[Callable[..., Any]] = [
+        getattr(module, name) for module in modules for name in dir(module) if name == "decode" or name.startswith("decode_")
+    ]
     try:
         from inert.spec._grammar import interpret_decode
     except ImportError:  # the spec extra (Construct) is optional
