@@ -51,8 +51,8 @@ __all__ = ["FileSystemReader", "ShapeMismatchError"]
 METADATA_NAME = ".metadata"
 _MIGRATE = (
     "it is a legacy pickle checkpoint (torch.distributed.checkpoint's own format); Inert never unpickles. "
-    "To migrate, load it once with torch.distributed.checkpoint.FileSystemReader in a trusted environment "
-    "and save it again with inert.torch.FileSystemWriter"
+    "If you trust its source, convert it with `inert migrate SRC DST --trust-source` (docs/cli.md says what "
+    "that trusts), or load it once with PyTorch's FileSystemReader and save it again with inert.torch.FileSystemWriter"
 )
 
 
