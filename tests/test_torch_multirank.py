@@ -1,7 +1,8 @@
-"""inert.torch across real processes: 2 gloo ranks save DTensor-sharded and per-rank state, load it back
-with 2 ranks and with 1 (resharding), and a rank that fails during a save leaves nothing loadable.
+"""inert.torch across real processes: 2 and 4 gloo ranks save DTensor-sharded and per-rank state, load it
+back with the same, a smaller and a single rank (4 -> 2, 4 -> 1, 2 -> 1: resharding), and a rank that fails
+during a save leaves nothing loadable.
 
-Each test starts 2 processes (this machine has 2 cores); the ranks run this file as a script.
+The ranks run this file as a script; the tensors are small, so 4 processes fit this 2-core machine.
 """
 
 from __future__ import annotations
@@ -72,6 +73,18 @@ def test_two_ranks_save_and_load_then_reshard_to_one(tmp_path: Path) -> None:
     assert state["common"] == {"step": 7}
 
 
+def test_four_ranks_save_then_two_ranks_and_one_load(tmp_path: Path) -> None:
+    ok(run_ranks("save", tmp_path, world=4))
+    assert {p.name for p in tmp_path.glob("*.distcp")} >= {f"__{rank}_0.distcp" for rank in range(4)}
+    ok(run_ranks("load", tmp_path, world=2))  # 4 -> 2: each rank reads the halves of two ranks' shards
+    state: dict[str, Any] = {"dt": torch.zeros(ROWS, COLS), "common": {"step": 0}}
+    state.update({f"rank{rank}": torch.zeros(3) for rank in range(4)})
+    inert.torch.load(state, tmp_path)  # 4 -> 1
+    assert torch.equal(state["dt"], full())
+    assert all(torch.equal(state[f"rank{rank}"], torch.full((3,), float(rank))) for rank in range(4))
+    assert state["common"] == {"step": 7}
+
+
 def test_a_rank_failing_mid_save_leaves_nothing_loadable(tmp_path: Path) -> None:
     ok(run_ranks("save", tmp_path))  # an older, complete checkpoint in the same directory
     results = run_ranks("fail", tmp_path)
@@ -109,7 +122,8 @@ def _worker(scenario: str, path: str) -> None:
         elif scenario == "load":
             state = _rank_state(rank, zero=True)
             inert.torch.load(state, path)  # 2.3's dcp.load would drop the nested non-tensor value
-            expected = full()[rank * ROWS // 2:(rank + 1) * ROWS // 2]
+            rows = ROWS // dist.get_world_size()
+            expected = full()[rank * rows:(rank + 1) * rows]
             assert torch.equal(state["dt"].to_local(), expected), state["dt"].to_local()
             assert torch.equal(state[f"rank{rank}"], torch.full((3,), float(rank)))
             assert state["common"] == {"step": 7}
