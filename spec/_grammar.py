@@ -726,8 +726,9 @@ def interpret_decode(
     stream = io.BytesIO(bytes(data))
     context = _context(ctx)
     try:
-        if part is None and fmt.max_size is not None:
-            limit = min(fmt.max_size, ctx.get("max_size") or fmt.max_size)
+        limits = [v for v in (fmt.max_size, ctx.get("max_size")) if v is not None]
+        if part is None and limits:  # the format's limit, or a lower one the caller sets
+            limit = min(limits)
             if len(data) > limit:
                 raise LimitError(_FORMAT, 0, "", f"input of {len(data)} bytes exceeds max_size({limit})")
         if part is None and fmt.magic is not None:
