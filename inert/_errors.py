@@ -30,6 +30,13 @@ __all__ = [
 ]
 
 
+def _below(prefix: str, field: str) -> str:
+    """The path of ``field`` inside ``prefix``: ``a`` + ``b`` -> ``a.b``, ``a`` + ``[2].b`` -> ``a[2].b``."""
+    if not field:
+        return prefix
+    return prefix + field if field.startswith("[") else f"{prefix}.{field}"
+
+
 class InertError(ValueError):
     """Bytes that do not follow an Inert format.
 
@@ -54,13 +61,7 @@ class InertError(ValueError):
 
     def within(self, prefix: str) -> InertError:
         """The same error, its field path placed below ``prefix``."""
-        if not self.field:
-            path = prefix
-        elif self.field.startswith("["):
-            path = prefix + self.field
-        else:
-            path = f"{prefix}.{self.field}"
-        return self._replace(field=path)
+        return self._replace(field=_below(prefix, self.field))
 
     def in_format(self, format: str) -> InertError:
         """The same error, attributed to ``format``."""
@@ -142,13 +143,8 @@ class _WriteErrorMixin:
         return (type(self), (self.format, self.field, self.reason))
 
     def within(self: _W, prefix: str) -> _W:
-        if not self.field:
-            path = prefix
-        elif self.field.startswith("["):
-            path = prefix + self.field
-        else:
-            path = f"{prefix}.{self.field}"
-        return type(self)(self.format, path, self.reason)
+        """The same error, its field path placed below ``prefix``."""
+        return type(self)(self.format, _below(prefix, self.field), self.reason)
 
 
 class WriteTypeError(_WriteErrorMixin, TypeError):
