@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import (
+    _vectors_checkpoint_metadata,
     _vectors_checkpoint_shard,
     _vectors_dump_shard,
     _vectors_shm_descriptor,
@@ -42,6 +43,7 @@ BUILDERS: tuple[Callable[[], Corpus], ...] = (
     _vectors_checkpoint_shard.build_record,
     _vectors_dump_shard.build,
     _vectors_dump_shard.build_record,
+    _vectors_checkpoint_metadata.build,
 )
 
 

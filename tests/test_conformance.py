@@ -369,6 +369,8 @@ UNREACHABLE: set[tuple[str, str, str]] = {
     ("checkpoint_shard", "decode", "was required"),
     ("dump_shard", "decode", "is not one of {VERSIONS}"),
     ("dump_shard", "decode", "was required"),
+    ("checkpoint_metadata", "decode", "is not one of {VERSIONS}"),
+    ("checkpoint_metadata", "decode", "was required"),
 }
 
 

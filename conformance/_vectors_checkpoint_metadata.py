@@ -1,0 +1,297 @@
+"""Vectors of ``checkpoint-metadata``: the ``.metadata`` file of a checkpoint (one document and its CRC-32).
+
+A document is declared as a dict in the decoded value's shape (enum members by name or raw code,
+bools as ints where a vector needs a bad byte); ``metadata_file`` packs it with ``struct`` and
+``msgpack.packb``.  ``document_file_vectors`` holds the rules every single-document file shares
+(header, CRC-32, truncation, max_size) and is reused by dump-manifest.
+"""
+
+from __future__ import annotations
+
+import copy
+import struct
+from typing import Any
+
+import msgpack
+
+from ._filelib import DTYPES, PICKLE, SAFETENSORS, TORCH_ZIP, as_json, crc, header
+from ._vectorlib import Corpus, Piece, text, u32, u64
+
+MAGIC = b"\x89INRTMD\n"
+MAX_FQN_LEN = 1 << 16
+MAX_FILE_NAME_LEN = 255
+MAX_DCP_VERSION_LEN = 64
+MAX_DEPTH = 64
+MAX_NDIM = 64
+NO_CHECKSUMS = {"verify_checksums": False}
+#: Copied from spec/checkpoint_metadata.py on purpose.
+LAYOUTS = {"STRIDED": 0, "SPARSE_COO": 1, "SPARSE_CSR": 2, "SPARSE_CSC": 3, "SPARSE_BSR": 4, "SPARSE_BSC": 5, "JAGGED": 6}
+MEMORY_FORMATS = {"CONTIGUOUS": 0, "CHANNELS_LAST": 1, "CHANNELS_LAST_3D": 2, "PRESERVE": 3}
+#: The chunk columns of a tensor entry, in file order, with their element format.
+COLUMNS = (("chunk_offsets", "Q"), ("chunk_sizes", "Q"), ("chunk_files", "I"), ("chunk_byte_offsets", "Q"),
+           ("chunk_byte_lengths", "Q"), ("chunk_crcs", "I"))
+
+
+def utf8(value: str | bytes) -> bytes:
+    """A string field's bytes: ``str`` is encoded, ``bytes`` (for bad UTF-8 or exact lengths) kept."""
+    return text(value.encode("utf-8") if isinstance(value, str) else value)
+
+
+def optional(data: bytes | None) -> bytes:
+    return b"\x00" if data is None else b"\x01" + data
+
+
+def code(table: dict[str, int], member: str | int) -> bytes:
+    return bytes([table[member] if isinstance(member, str) else member])
+
+
+def column(fmt: str, values: list[int]) -> bytes:
+    return u32(len(values)) + struct.pack(f"<{len(values)}{fmt}", *values)
+
+
+def _storage_meta(meta: dict[str, Any]) -> bytes:
+    data = b"".join(optional(None if meta[k] is None else utf8(meta[k])) for k in ("checkpoint_id", "save_id", "load_id"))
+    return data + u32(len(meta["modules"])) + b"".join(utf8(m) for m in meta["modules"])
+
+
+def _tensor_entry(t: dict[str, Any]) -> bytes:
+    data = utf8(t["fqn"]) + code({k: v[0] for k, v in DTYPES.items()}, t["dtype"]) + code(LAYOUTS, t["layout"])
+    data += code(MEMORY_FORMATS, t["memory_format"]) + bytes([int(t["requires_grad"]), int(t["pin_memory"])])
+    data += bytes([len(t["size"])]) + u64(*t["size"])
+    return data + b"".join(column(fmt, t[name]) for name, fmt in COLUMNS)
+
+
+def _value_entry(v: dict[str, Any]) -> bytes:
+    return utf8(v["fqn"]) + struct.pack("<IQQI", v["file"], v["byte_offset"], v["byte_length"], v["crc"])
+
+
+def metadata_document(m: dict[str, Any]) -> bytes:
+    """The document of ``m``; ``planner_raw``, when present, is the planner data's MessagePack bytes."""
+    planner = m["planner_raw"] if "planner_raw" in m else msgpack.packb(m["planner_data"], use_bin_type=True)
+    data = optional(None if m["dcp_version"] is None else utf8(m["dcp_version"]))
+    data += optional(None if m["storage_meta"] is None else _storage_meta(m["storage_meta"]))
+    data += text(planner) + u32(len(m["files"])) + b"".join(utf8(f) for f in m["files"])
+    data += u32(len(m["tensors"])) + b"".join(_tensor_entry(t) for t in m["tensors"])
+    return data + u32(len(m["values"])) + b"".join(_value_entry(v) for v in m["values"])
+
+
+def sealed_file(magic: bytes, document: bytes, value: Any) -> Piece:
+    """Header, document, CRC-32 of the document; ``value`` gains the CRC-32."""
+    checksum = struct.unpack("<I", crc(document))[0]
+    return Piece(header(magic) + document + crc(document), {**value, "crc32": checksum} if value is not None else None)
+
+
+def metadata_file(m: dict[str, Any]) -> Piece:
+    document = metadata_document(m)
+    value = copy.deepcopy({k: v for k, v in m.items() if k != "planner_raw"})
+    value["planner_data"] = as_json(m.get("planner_data"))
+    for t in value["tensors"]:
+        t["requires_grad"], t["pin_memory"] = bool(t["requires_grad"]), bool(t["pin_memory"])
+    return sealed_file(MAGIC, document, value)
+
+
+def document_file_vectors(c: Corpus, magic: bytes, rep: Piece) -> None:
+    """The rules of a file of one sealed document: magic and foreign files, version, truncation at every
+    point of ``rep``, trailing bytes, the CRC-32 and max_size."""
+    c.accept("Representative", "a representative file", rep)
+    other = MAGIC if magic != MAGIC else b"\x89INRTSH\n"
+    one_off = magic[:6] + bytes([magic[6] ^ 0x20]) + magic[7:]
+    for name, what, data in (("Pickle", "a pickle", PICKLE), ("TorchZip", "a torch.save zip archive", TORCH_ZIP),
+                             ("Safetensors", "a safetensors file", SAFETENSORS),
+                             ("OtherInertFile", "another Inert format's file", other + b"\x01\x00" + bytes(8)),
+                             ("MagicOneBitOff", "the magic with one bit flipped", one_off + rep.data[len(magic):])):
+        c.reject(f"Foreign{name}", what, data, "foreign-format")
+    for version in (0, 2, 0xFFFF):
+        c.reject(f"Version{version}", f"format_version {version}", header(magic, version) + rep.data[len(magic) + 2:],
+                 "version")
+    for cut in range(len(magic)):
+        c.either(f"TruncatedMagic{cut}", f"the first {cut} bytes of the magic", rep.data[:cut],
+                 [{"reject": "truncated"}, {"reject": "foreign-format"}])
+    for cut in range(len(magic), len(rep.data)):
+        c.reject(f"Truncated{cut:04d}", f"the first {cut} of the {len(rep.data)} bytes of the representative file",
+                 rep.data[:cut], "truncated")
+    c.reject("TrailingByte", "a byte after the CRC-32", rep.data + b"\x00", "trailing-bytes")
+    damaged = rep.data[:-1] + bytes([rep.data[-1] ^ 1])
+    c.reject("ChecksumMismatch", "the stored CRC-32 differs in one bit", damaged, "checksum")
+    c.accept("ChecksumNotVerified", "a damaged CRC-32 when the caller opts out",
+             Piece(damaged, {**rep.value, "crc32": rep.value["crc32"] ^ (1 << 24)}), NO_CHECKSUMS)
+    c.reject("MaxSizeExceeded", "a file longer than the caller's max_size", rep.data, "limit", {"max_size": len(rep.data) - 1})
+    c.accept("MaxSizeExact", "a file exactly as long as the caller's max_size", rep, {"max_size": len(rep.data)})
+
+
+def tensor(fqn: str, size: list[int], chunks: list[tuple[list[int], list[int]]], first_file: int = 0) -> dict[str, Any]:
+    """A float32 strided tensor entry of ``chunks`` (offsets, sizes), chunk i in file ``first_file + i``."""
+    return {"fqn": fqn, "dtype": "FLOAT32", "layout": "STRIDED", "memory_format": "CONTIGUOUS",
+            "requires_grad": 0, "pin_memory": 0, "size": size,
+            "chunk_offsets": [x for offsets, _ in chunks for x in offsets],
+            "chunk_sizes": [x for _, sizes in chunks for x in sizes],
+            "chunk_files": [first_file + i for i in range(len(chunks))],
+            "chunk_byte_offsets": [64] * len(chunks), "chunk_byte_lengths": [128] * len(chunks),
+            "chunk_crcs": [0xDEADBEEF] * len(chunks)}
+
+
+def representative() -> dict[str, Any]:
+    """Two ranks' files, a 4x3 weight in two row chunks, a bias, and two optimizer values; every storage
+    id and two module names, so that cutting it short reaches every field's length check."""
+    return {
+        "dcp_version": "1.0.0",
+        "storage_meta": {"checkpoint_id": "ckpt", "save_id": "s1", "load_id": "l1", "modules": ["model", "optim"]},
+        "planner_data": {"model.weight": ["model", "weight"]},
+        "files": ["__0_0.distcp", "__1_0.distcp"],
+        "tensors": [tensor("model.weight", [4, 3], [([0, 0], [2, 3]), ([2, 0], [2, 3])]),
+                    tensor("model.bias", [3], [([0], [3])], first_file=1)],
+        "values": [{"fqn": "optim.step", "file": 0, "byte_offset": 256, "byte_length": 12, "crc": 7},
+                   {"fqn": "optim.lr", "file": 1, "byte_offset": 256, "byte_length": 16, "crc": 9}],
+    }
+
+
+def _variant(edit: Any) -> dict[str, Any]:
+    m = representative()
+    edit(m)
+    return m
+
+
+def build() -> Corpus:
+    c = Corpus("checkpoint-metadata", 1)
+    rep = metadata_file(representative())
+    document_file_vectors(c, MAGIC, rep)
+
+    def ok(name: str, what: str, edit: Any) -> None:
+        c.accept(name, what, metadata_file(_variant(edit)))
+
+    def bad(name: str, what: str, edit: Any, kind: str) -> None:
+        c.reject(name, what, metadata_file(_variant(edit)).data, kind)
+
+    empty: dict[str, Any] = {"dcp_version": None, "storage_meta": None, "planner_data": None,
+                             "files": [], "tensors": [], "values": []}
+    c.accept("Empty", "no dcp_version, no storage_meta, nil planner data, nothing stored", metadata_file(empty))
+    ok("NoIds", "no storage id, no module",
+       lambda m: m["storage_meta"].update(checkpoint_id=None, save_id=None, load_id=None, modules=[]))
+    ok("EveryLayoutAndFormat", "a tensor of each layout, memory format and flag",
+       lambda m: m["tensors"].extend(
+           {**tensor(f"t{i}", [1], [([0], [1])]), "layout": layout, "memory_format": list(MEMORY_FORMATS)[i % 4],
+            "requires_grad": i % 2, "pin_memory": 1 - i % 2, "dtype": list(DTYPES)[i]}
+           for i, layout in enumerate(LAYOUTS)))
+    ok("NoChunks", "a tensor with no chunks", lambda m: m["tensors"].append(tensor("empty", [0, 5], [])))
+    ok("ZeroD", "a 0-d tensor: chunks of 0 values each", lambda m: m["tensors"].append(tensor("scalar", [], [([], [])])))
+    ok("ChunkAtEdge", "a chunk ending exactly at its tensor's size",
+       lambda m: m["tensors"].append(tensor("edge", [5], [([4], [1])])))
+    ok("FileNameAtLimit", "a file name of 255 bytes", lambda m: m["files"].append("f" * MAX_FILE_NAME_LEN))
+    ok("DcpVersionAtLimit", "a dcp_version of 64 bytes", lambda m: m.update(dcp_version="9" * MAX_DCP_VERSION_LEN))
+    ok("FqnAtLimit", "an fqn of 65536 bytes", lambda m: m["values"].__setitem__(0, {**m["values"][0], "fqn": "v" * MAX_FQN_LEN}))
+    nested: Any = []
+    for _ in range(MAX_DEPTH - 1):
+        nested = [nested]
+    ok("PlannerNestedAtLimit", "planner data nested 64 deep", lambda m: m.update(planner_data=nested))
+
+    # Enumerations and bools.
+    for field, limit in (("dtype", len(DTYPES) + 1), ("layout", len(LAYOUTS)), ("memory_format", len(MEMORY_FORMATS))):
+        for raw in (limit, 0xFF) + ((0,) if field == "dtype" else ()):
+            bad(f"{field.title().replace('_', '')}{raw:02X}Unknown", f"{field} {raw}",
+                lambda m, f=field, r=raw: m["tensors"][0].update({f: r}), "unknown-tag")
+    for field in ("requires_grad", "pin_memory"):
+        bad(f"{field.title().replace('_', '')}Byte02", f"{field} holding the byte 2",
+            lambda m, f=field: m["tensors"][1].update({f: 2}), "invalid-value")
+    for name, what, flags in (("DcpVersionFlagByte", "a dcp_version presence flag 2", b"\x02"),
+                              ("StorageMetaFlagByte", "a storage_meta presence flag 0xff", b"\x00\xff")):
+        c.reject(name, what, header(MAGIC) + flags + bytes(32), "invalid-value")
+
+    # Limits.
+    bad("DcpVersionAboveLimit", "a dcp_version of 65 bytes", lambda m: m.update(dcp_version="9" * 65), "limit")
+    bad("FileNameAboveLimit", "a file name of 256 bytes", lambda m: m["files"].append("f" * 256), "limit")
+    bad("FqnAboveLimit", "an fqn of 65537 bytes",
+        lambda m: m["values"].__setitem__(0, {**m["values"][0], "fqn": "v" * (MAX_FQN_LEN + 1)}), "limit")
+    bad("ModuleAboveLimit", "a module name of 65537 bytes", lambda m: m["storage_meta"].update(modules=["m" * 65537]),
+        "limit")
+    bad("NdimAboveLimit", "a tensor of 65 dims", lambda m: m["tensors"][1].update(size=[1] * 65, chunk_offsets=[],
+                                                                                  chunk_sizes=[]), "limit")
+    bad("PlannerNestedOverLimit", "planner data nested 65 deep", lambda m: m.update(planner_data=[nested]), "limit")
+    bad("PlannerExtUnknown", "planner data holding extension code 42",
+        lambda m: m.update(planner_raw=msgpack.packb(msgpack.ExtType(42, b""))), "unknown-tag")
+    bad("PlannerNeverUsed", "planner data of the never-used byte 0xc1", lambda m: m.update(planner_raw=b"\xc1"),
+        "invalid-value")
+    bad("PlannerTrailing", "two planner documents where one belongs", lambda m: m.update(planner_raw=b"\x01\x02"),
+        "trailing-bytes")
+    bad("PlannerEmpty", "planner data of 0 bytes", lambda m: m.update(planner_raw=b""), "truncated")
+    bad("FqnBadUtf8", "an fqn that is not UTF-8", lambda m: m["tensors"][0].update(fqn=b"\xc3\x28"), "invalid-value")
+    bad("ValueFqnBadUtf8", "a value fqn that is not UTF-8", lambda m: m["values"][0].update(fqn=b"\xc3\x28"),
+        "invalid-value")
+    bad("FileNameBadUtf8", "a file name that is not UTF-8", lambda m: m["files"].append(b"\xff"), "invalid-value")
+    before_tensors = metadata_document(empty)[:-8]  # up to the tensors count of an empty document
+    head = header(MAGIC) + b"\x00\x00" + text(b"\xc0")
+    for name, what, tail, kind in (
+        ("PlannerAboveLimit", "planner data of 64 MiB + 1 declared", None, "limit"),
+        ("FilesCountAboveLimit", "2**20 + 1 files declared", u32((1 << 20) + 1), "limit"),
+        ("FilesCountBeyondInput", "1000 files declared, none present", u32(1000), "truncated"),
+        ("TensorsCountAboveLimit", "2**22 + 1 tensors declared", u32(0) + u32((1 << 22) + 1), "limit"),
+        ("TensorsCountBeyondInput", "1000 tensors declared, none present", u32(0) + u32(1000), "truncated"),
+        ("ValuesCountAboveLimit", "2**22 + 1 values declared", u32(0) * 2 + u32((1 << 22) + 1), "limit"),
+        ("ValuesCountBeyondInput", "1000 values declared, none present", u32(0) * 2 + u32(1000), "truncated"),
+    ):
+        data = header(MAGIC) + b"\x00\x00" + u32((64 << 20) + 1) if tail is None else head + tail
+        c.reject(name, what, data, kind)
+    for i, field in enumerate(("checkpoint_id", "save_id", "load_id")):
+        label = field.title().replace("_", "")
+        at = header(MAGIC) + b"\x00\x01" + b"\x00" * i
+        c.reject(f"{label}FlagByte", f"a {field} presence flag 2", at + b"\x02" + bytes(32), "invalid-value")
+        c.reject(f"{label}AboveLimit", f"a {field} of 65537 bytes declared", at + b"\x01" + u32(MAX_FQN_LEN + 1) + bytes(32),
+                 "limit")
+        c.reject(f"{label}BadUtf8", f"a {field} that is not UTF-8", at + b"\x01" + text(b"\xc3\x28") + bytes(32),
+                 "invalid-value")
+    c.reject("DcpVersionBadUtf8", "a dcp_version that is not UTF-8", header(MAGIC) + b"\x01" + text(b"\xff") + bytes(32),
+             "invalid-value")
+    bad("ModuleBadUtf8", "a module name that is not UTF-8", lambda m: m["storage_meta"].update(modules=[b"\xff"]),
+        "invalid-value")
+    tensors_at = before_tensors + u32(1)
+    c.reject("TensorFqnAboveLimit", "a tensor fqn of 65537 bytes declared",
+             header(MAGIC) + tensors_at + u32(MAX_FQN_LEN + 1) + bytes(40), "limit")
+    values_at = before_tensors + u32(0)
+    c.reject("ValueFqnBeyondInput", "a value fqn of 30 bytes declared, the entry's 28 bytes present",
+             header(MAGIC) + values_at + u32(1) + u32(30) + bytes(24), "truncated")
+    c.reject("SecondValueCut", "two values declared, the first takes every byte present",
+             header(MAGIC) + values_at + u32(2) + _value_entry({"fqn": "v" * 40, "file": 0, "byte_offset": 0,
+                                                                "byte_length": 0, "crc": 0}), "truncated")
+    c.reject("ModulesCountAboveLimit", "2**22 + 1 module names declared",
+             header(MAGIC) + b"\x00\x01\x00\x00\x00" + u32((1 << 22) + 1), "limit")
+    entry = utf8("t") + bytes([12, 0, 0, 0, 0, 1]) + u64(4)
+    for i, (name, _) in enumerate(COLUMNS):
+        label = name.title().replace("_", "")
+        before = b"".join(u32(0) for _ in range(i))
+        doc = before_tensors + u32(1) + entry + before
+        c.reject(f"{label}CountAboveLimit", f"{name} of 2**26 + 1 values declared",
+                 header(MAGIC) + doc + u32((1 << 26) + 1) + bytes(40), "limit")
+        c.reject(f"{label}CountBeyondInput", f"{name} of 1000 values declared, 40 bytes present",
+                 header(MAGIC) + doc + u32(1000) + bytes(40), "truncated")
+
+    # Cross-field rules (check_tensor_entry, check_metadata).
+    for name, _ in COLUMNS:
+        label = name.title().replace("_", "")
+        bad(f"{label}OneShort", f"{name} one value short of the chunk count",
+            lambda m, n=name: m["tensors"][0].update({n: m["tensors"][0][n][:-1]}), "invalid-value")
+    bad("ChunkBeyondSize", "a chunk ending one past its tensor's size",
+        lambda m: m["tensors"][1].update(chunk_sizes=[4]), "invalid-value")
+    bad("ChunkOffsetBeyondSize", "a chunk starting past its tensor's last row",
+        lambda m: m["tensors"][0]["chunk_offsets"].__setitem__(2, 4), "invalid-value")
+    bad("SizeProductOverflow", "a tensor of 2**32 x 2**32 elements",
+        lambda m: m["tensors"][0].update(size=[1 << 32, 1 << 32]), "invalid-value")
+    bad("ChunkEndOverflow", "a chunk whose offset plus size passes 2**64",
+        lambda m: m["tensors"][1].update(chunk_offsets=[(1 << 64) - 1], chunk_sizes=[2]), "invalid-value")
+    bad("DuplicateTensorFqn", "two tensors of one fqn", lambda m: m["tensors"][1].update(fqn="model.weight"),
+        "invalid-value")
+    bad("DuplicateValueFqn", "a value of a tensor's fqn", lambda m: m["values"][0].update(fqn="model.bias"),
+        "invalid-value")
+    bad("ChunkFileOutOfRange", "a chunk in file 2 of 2", lambda m: m["tensors"][1].update(chunk_files=[2]),
+        "invalid-value")
+    bad("ValueFileOutOfRange", "a value in file 2 of 2", lambda m: m["values"][0].update(file=2), "invalid-value")
+    bad("ChunkFileNoFiles", "a chunk when no file is listed", lambda m: m.update(files=[]), "invalid-value")
+    for label, name in (("Slash", "a/b"), ("Backslash", "a\\b"), ("DotDot", ".."), ("Dot", "."), ("Empty", ""),
+                        ("Hidden", ".x"), ("Parent", "../x"), ("Space", "a b"), ("NonAscii", "\u00e9"),
+                        ("Nul", "a\x00"), ("Newline", "a\n")):
+        bad(f"FileName{label}", f"the file name {name!r}", lambda m, n=name: m["files"].append(n), "invalid-value")
+    ok("FileNameDotsInside", "a file name with dots and dashes inside", lambda m: m["files"].append("a..b-c_d.e"))
+
+    c.refuse_write("UnknownLayout", "layout TILED",
+                   {**representative(), "tensors": [{**tensor("t", [1], []), "layout": "TILED",
+                                                     "requires_grad": False, "pin_memory": False}],
+                    "planner_data": None}, "write-value")
+    return c
