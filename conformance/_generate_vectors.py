@@ -26,6 +26,7 @@ from pathlib import Path
 from . import (
     _vectors_checkpoint_metadata,
     _vectors_checkpoint_shard,
+    _vectors_dump_manifest,
     _vectors_dump_shard,
     _vectors_shm_descriptor,
     _vectors_shm_message,
@@ -44,6 +45,7 @@ BUILDERS: tuple[Callable[[], Corpus], ...] = (
     _vectors_dump_shard.build,
     _vectors_dump_shard.build_record,
     _vectors_checkpoint_metadata.build,
+    _vectors_dump_manifest.build,
 )
 
 

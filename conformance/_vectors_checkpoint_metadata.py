@@ -266,7 +266,7 @@ def build() -> Corpus:
     # Cross-field rules (check_tensor_entry, check_metadata).
     for name, _ in COLUMNS:
         label = name.title().replace("_", "")
-        bad(f"{label}OneShort", f"{name} one value short of the chunk count",
+        bad(f"{label}OneShort", f"{name} one value shorter than the other columns allow",
             lambda m, n=name: m["tensors"][0].update({n: m["tensors"][0][n][:-1]}), "invalid-value")
     bad("ChunkBeyondSize", "a chunk ending one past its tensor's size",
         lambda m: m["tensors"][1].update(chunk_sizes=[4]), "invalid-value")

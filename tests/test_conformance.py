@@ -371,6 +371,8 @@ UNREACHABLE: set[tuple[str, str, str]] = {
     ("dump_shard", "decode", "was required"),
     ("checkpoint_metadata", "decode", "is not one of {VERSIONS}"),
     ("checkpoint_metadata", "decode", "was required"),
+    ("dump_manifest", "decode", "is not one of {VERSIONS}"),
+    ("dump_manifest", "decode", "was required"),
 }
 
 
