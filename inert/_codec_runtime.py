@@ -147,12 +147,16 @@ def tag_member(fmt: str, path: str, obj: Any, table: dict[Any, Any], enum_name: 
 
 
 
-def read_file_header(fmt: str, buf: Any, magic: bytes, versions: tuple[int, ...]) -> int:
+def read_file_header(fmt: str, buf: Any, magic: bytes, versions: tuple[int, ...], required: int | None = None) -> int:
     """Check the magic and return the ``format_version`` after it.
 
     A file of another kind gets a :class:`ForeignFormatError` saying what it
     looks like; an unknown version a :class:`VersionError` naming the known ones.
+    ``required`` is a version the caller insists on (asking for one the module
+    does not know is a caller mistake, a ``ValueError``).
     """
+    if required is not None and required not in versions:
+        raise ValueError(f"{fmt}: version {required} is not one of {versions}")
     size = len(magic)
     head = bytes(buf[:size])
     if head != magic:
@@ -165,6 +169,8 @@ def read_file_header(fmt: str, buf: Any, magic: bytes, versions: tuple[int, ...]
     if version not in versions:
         supported = ", ".join(str(v) for v in versions)
         raise VersionError(fmt, size, "format_version", f"version {version} is not supported (this reader knows {supported})")
+    if required is not None and version != required:
+        raise VersionError(fmt, size, "format_version", f"the file is version {version}, version {required} was required")
     return version
 
 

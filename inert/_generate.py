@@ -718,16 +718,11 @@ def decode(data: Buffer, *, version: int | None = None, max_size: int = MAX_SIZE
     The version is the file's own; ``version``, when given, is the one the caller
     requires.  ``max_size`` may lower the limit on the input's size, not raise it.
     """
-    if version is not None and version not in VERSIONS:
-        raise ValueError(f"{{FORMAT}}: version {{version}} is not one of {{VERSIONS}}")
     buf = as_buffer(data)
     limit = min(max_size, MAX_SIZE)
     if len(buf) > limit:
         raise LimitError(FORMAT, 0, "", f"input of {{len(buf)}} bytes exceeds max_size({{limit}})")
-    found = read_file_header(FORMAT, buf, MAGIC, VERSIONS)
-    if version is not None and found != version:
-        raise VersionError(FORMAT, len(MAGIC), "format_version", f"the file is version {{found}}, version {{version}} was required")
-    version = found
+    version = read_file_header(FORMAT, buf, MAGIC, VERSIONS, version)
     value, off = _READERS[version](buf, HEADER_SIZE, 0, {ctx})
     if off != len(buf):
         raise TrailingBytesError(FORMAT, off, "", f"{{len(buf) - off}} bytes after the end of the value")

@@ -363,16 +363,6 @@ UNREACHABLE: set[tuple[str, str, str]] = {
     # 8 bytes per dim, 8-byte length) is 11 + 8*ndim bytes, odd, from a 64-aligned record start, so the
     # padding is never empty in checkpoint-shard (dump-shard's rows, which share the body, reach it).
     ("checkpoint_shard", "_read_RecordBody", "if count9 > n - off:"),
-    # A file decoder's ``version=`` argument: a version that is not registered is a caller mistake
-    # (ValueError, no bytes involved), and with one registered version a file can be of no other.
-    ("checkpoint_shard", "decode", "is not one of {VERSIONS}"),
-    ("checkpoint_shard", "decode", "was required"),
-    ("dump_shard", "decode", "is not one of {VERSIONS}"),
-    ("dump_shard", "decode", "was required"),
-    ("checkpoint_metadata", "decode", "is not one of {VERSIONS}"),
-    ("checkpoint_metadata", "decode", "was required"),
-    ("dump_manifest", "decode", "is not one of {VERSIONS}"),
-    ("dump_manifest", "decode", "was required"),
 }
 
 
