@@ -40,6 +40,7 @@ BUILDERS: tuple[Callable[[], Corpus], ...] = (
     _vectors_shm_message.build,
     _vectors_shm_samples_meta.build,
     _vectors_shm_descriptor.build,
+    _vectors_shm_descriptor.build_v2,
     _vectors_checkpoint_shard.build,
     _vectors_checkpoint_shard.build_record,
     _vectors_dump_shard.build,

@@ -7,8 +7,17 @@ from typing import Any
 
 from ._vectorlib import I32_MAX, I32_MIN, U64_MAX, Corpus, Piece
 
+#: Each version's layout; v2 adds the CRC-32s of the message and of the samples meta.
+_LAYOUTS = {1: "<iiQQQ", 2: "<iiQQQII"}
+#: The checksums the v2 vectors carry, unless a vector says otherwise (any value decodes: the bytes
+#: they vouch for are in the chunk, which only the channel reads).
+_CRCS = {"message_crc32": 0x1C291CA3, "meta_crc32": 0}
 
-def descriptor(worker_id: int = 0, shm_chunk_id: int = 0, shm_capacity: int = 4096, offset: int = 0, num_bytes: int = 0) -> Piece:
+
+def _descriptor(
+    version: int, worker_id: int = 0, shm_chunk_id: int = 0, shm_capacity: int = 4096, offset: int = 0, num_bytes: int = 0,
+    **crcs: int,
+) -> Piece:
     fields = {
         "worker_id": worker_id,
         "shm_chunk_id": shm_chunk_id,
@@ -16,12 +25,47 @@ def descriptor(worker_id: int = 0, shm_chunk_id: int = 0, shm_capacity: int = 40
         "offset": offset,
         "num_bytes": num_bytes,
     }
-    return Piece(struct.pack("<iiQQQ", *fields.values()), fields)
+    if version >= 2:
+        fields.update({**_CRCS, **crcs})
+    return Piece(struct.pack(_LAYOUTS[version], *fields.values()), fields)
 
 
 def build() -> Corpus:
-    c = Corpus("shm-descriptor", 1)
+    """Version 1: DALI's 32 bytes."""
+    return _build(1)
+
+
+def build_v2() -> Corpus:
+    """Version 2: the same, then the CRC-32s of the message and of the samples meta."""
+    c = _build(2)
+    c.accept("ChecksumsZero", "both CRC-32s 0 (a failed task's meta: no bytes)", _descriptor(2, message_crc32=0))
+    c.accept(
+        "ChecksumsMax",
+        "both CRC-32s 2**32-1",
+        _descriptor(2, message_crc32=0xFFFFFFFF, meta_crc32=0xFFFFFFFF),
+    )
+    c.reject(
+        "VersionOneBytes",
+        "the 32 bytes of a version 1 descriptor: the checksums are missing",
+        _descriptor(1, 1, 3, 8192, 4096, 100).data,
+        "truncated",
+    )
+    rep = c.docs["Representative"]["expect"]["accept"]
+    without = {k: v for k, v in rep.items() if k != "meta_crc32"}
+    c.refuse_write("ChecksumMissing", "a descriptor without meta_crc32", without, "write-type")
+    c.refuse_write("ChecksumNegative", "message_crc32 -1", {**rep, "message_crc32": -1}, "write-value")
+    c.refuse_write("ChecksumAboveU32", "meta_crc32 2**32", {**rep, "meta_crc32": 1 << 32}, "write-value")
+    return c
+
+
+def _build(version: int) -> Corpus:
+    c = Corpus("shm-descriptor", version)
+
+    def descriptor(*args: int, **kwargs: int) -> Piece:
+        return _descriptor(version, *args, **kwargs)
+
     rep = descriptor(1, 3, 8192, 4096, 100)
+    size = len(rep.data)
     c.accept("Representative", "100 bytes at offset 4096 of chunk 3 of worker 1", rep)
     c.accept("Empty", "an empty message in an empty chunk", descriptor(shm_capacity=0))
     c.accept(
@@ -70,9 +114,9 @@ def build() -> Corpus:
         "invalid-value",
         {"chunk_size": 16384},
     )
-    c.reject("TrailingByte", "33 bytes: one after the descriptor", rep.data + b"\x00", "trailing-bytes")
+    c.reject("TrailingByte", f"{size + 1} bytes: one after the descriptor", rep.data + b"\x00", "trailing-bytes")
     refusals: list[tuple[str, str, Any, str]] = [
-        ("NotAnObject", "a list where a descriptor belongs", [1, 3, 8192, 4096, 100], "write-type"),
+        ("NotAnObject", "a list where a descriptor belongs", list(rep.value.values()), "write-type"),
         ("WorkerIdBool", "true as the worker id", {**rep.value, "worker_id": True}, "write-type"),
         ("WorkerIdString", "a string as the worker id", {**rep.value, "worker_id": "1"}, "write-type"),
         ("WorkerIdNegative", "worker id -1", {**rep.value, "worker_id": -1}, "write-value"),

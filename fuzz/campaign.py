@@ -146,8 +146,16 @@ def _minimize(target: Target, artifact: Path, findings: Path, seconds: int) -> P
     return out
 
 
-def run(target: Target, seconds: int, work: Path, findings: Path, minimize_seconds: int = MINIMIZE_SECONDS) -> Result:
-    """Fuzz ``target`` for ``seconds``, keeping its corpus under ``work``; minimize what it finds."""
+def run(
+    target: Target,
+    seconds: int,
+    work: Path,
+    findings: Path,
+    minimize_seconds: int = MINIMIZE_SECONDS,
+    runs: int | None = None,
+) -> Result:
+    """Fuzz ``target`` for ``seconds`` (or until ``runs`` inputs, if sooner), keeping its corpus under
+    ``work``; minimize what it finds."""
     home = work / target.name
     corpus, artifacts = home / "corpus", home / "artifacts"
     shutil.rmtree(artifacts, ignore_errors=True)
@@ -160,6 +168,8 @@ def run(target: Target, seconds: int, work: Path, findings: Path, minimize_secon
         "-print_final_stats=1",
         f"-artifact_prefix={artifacts}/",
     ]
+    if runs is not None:
+        flags.append(f"-runs={runs}")
     if target.formats:
         dict_file = home / "tokens.dict"
         dict_file.write_text("".join(dictionary(fmt) for fmt in target.formats))
@@ -189,6 +199,9 @@ def run(target: Target, seconds: int, work: Path, findings: Path, minimize_secon
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="fuzz/run", description="Run Inert's fuzz targets; exit 1 on findings.")
     parser.add_argument("--seconds", type=int, default=60, help="how long to fuzz each target (default 60)")
+    parser.add_argument(
+        "--runs", type=int, default=None, help="stop a target after this many inputs, if sooner (the long campaign)"
+    )
     parser.add_argument("--work", type=Path, default=FUZZ / "work", help="where corpora and logs are kept (default fuzz/work)")
     parser.add_argument(
         "--findings", type=Path, default=FUZZ / "findings", help="where minimized findings go (default fuzz/findings)"
@@ -206,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     names = args.targets or list(TARGETS)
     # Targets are separate processes: with --jobs N, N of them fuzz at once (one per core).
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        running = [pool.submit(run, TARGETS[name], args.seconds, args.work, args.findings) for name in names]
+        running = [pool.submit(run, TARGETS[name], args.seconds, args.work, args.findings, runs=args.runs) for name in names]
         for name, future in zip(names, running, strict=True):
             result = future.result()
             findings += len(result.findings)

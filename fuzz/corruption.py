@@ -16,9 +16,11 @@ stay at 0.
 Files are damaged in place in a scratch copy and restored byte by byte after
 each load, so one process serves thousands of loads.
 
-The shared-memory sample data carries no checksum (it is handed over zero-copy
-in DALI's layout), so flips there change values by design: for the batch only
-the structure (samples meta and CompletedTask message) is damaged.
+The shared-memory sample data carries no checksum (it is handed over zero-copy,
+and checking it would read every byte), so flips there change values by
+design: for the batch only the structure (samples meta and CompletedTask
+message) is damaged, and it is read as Inert's channel reads it, against the
+CRC-32s of the shm-descriptor v2 that travel over the socket.
 """
 
 from __future__ import annotations
@@ -300,7 +302,15 @@ def shm_subject() -> Subject:
     """A batch result in a chunk, as a worker writes it; the parent's reader checks and views it."""
     import numpy as np
 
-    from inert.shm._batch import TaskHeader, layout_success, plan_batch, read_result, read_samples, write_result
+    from inert.shm._batch import (
+        TaskHeader,
+        checksums,
+        layout_success,
+        plan_batch,
+        read_result,
+        read_samples,
+        write_result,
+    )
     from inert.shm._memory import MappedChunk
 
     rng = np.random.default_rng(0)
@@ -315,12 +325,14 @@ def shm_subject() -> Subject:
     layout = layout_success(plan, header)
     buffer = bytearray(layout.size)
     offset, size = write_result(buffer, plan, layout)
+    crcs = checksums(buffer, layout)  # what the shm-descriptor v2 carries over the socket
     chunk = MappedChunk(0, len(buffer), buffer)  # type: ignore[arg-type]  # a bytearray maps as a chunk does
     message_size = [size]
 
     def load() -> Any:
-        message = read_result(chunk, offset, message_size[0], header)
-        return [np.array(s) if isinstance(s, np.ndarray) else s for s in read_samples(chunk, message["meta"])]
+        message = read_result(chunk, offset, message_size[0], header, crcs["message_crc32"])
+        samples = read_samples(chunk, message["meta"], crcs["meta_crc32"])
+        return [np.array(s) if isinstance(s, np.ndarray) else s for s in samples]
 
     def copied(value: Any) -> Any:  # views into the chunk would change with it: compare against copies
         if isinstance(value, np.ndarray):

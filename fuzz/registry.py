@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 __all__ = ["FormatUnderTest", "FORMATS", "codec", "spec", "spec_kwargs", "cases", "DUMP_MANIFEST", "DUMP_SHARD"]
 
 U64_MAX = (1 << 64) - 1
+U32_MAX = (1 << 32) - 1
 I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
 I32_MAX = (1 << 31) - 1
 
@@ -260,12 +261,16 @@ def _descriptor(draw: Callable[..., Any]) -> dict[str, int]:
         "shm_capacity": capacity,
         "offset": offset,
         "num_bytes": draw(st.integers(0, capacity - offset)),
+        "message_crc32": draw(st.integers(0, U32_MAX)),
+        "meta_crc32": draw(st.integers(0, U32_MAX)),
     }
 
 
 _DESCRIPTOR_EXAMPLES = (
-    {"worker_id": 1, "shm_chunk_id": 3, "shm_capacity": 8192, "offset": 0, "num_bytes": 100},
-    {"worker_id": 0, "shm_chunk_id": 0, "shm_capacity": 1 << 20, "offset": 4096, "num_bytes": (1 << 20) - 4096},
+    {"worker_id": 1, "shm_chunk_id": 3, "shm_capacity": 8192, "offset": 0, "num_bytes": 100, "message_crc32": 0x1C291CA3,
+     "meta_crc32": 0},
+    {"worker_id": 0, "shm_chunk_id": 0, "shm_capacity": 1 << 20, "offset": 4096, "num_bytes": (1 << 20) - 4096,
+     "message_crc32": 0, "meta_crc32": U32_MAX},
 )
 
 
@@ -530,8 +535,9 @@ FORMATS: dict[str, FormatUnderTest] = {
             "shm-descriptor",
             _descriptor(),
             _DESCRIPTOR_EXAMPLES,
-            decode_kwargs=({}, {"chunk_size": 8192}),
-            tokens=_ints("i", "Q"),
+            # Version 2 by default; version 1 (DALI's) too.
+            decode_kwargs=({}, {"chunk_size": 8192}, {"version": 1}, {"version": 1, "chunk_size": 8192}),
+            tokens=_ints("i", "Q", "I"),
         ),
         *_FILE_ENTRIES,
     )

@@ -62,8 +62,10 @@ _BUFFER_ALIGNMENT = 4096
 # values that are well-formed but do not fit the pool that reads them.
 _AT_WORKER_ID, _AT_CONTEXT_I, _AT_SCHEDULED_I, _AT_MINIBATCH_I, _AT_META = 1, 9, 17, 25, 33
 
-# ``ShmMessageDesc`` is DALI's native-order ``iiQQQ``; ``shm-descriptor`` is
+# ``ShmMessageDesc`` is DALI's native-order ``iiQQQ``; ``shm-descriptor`` v1 is
 # the same 32 bytes little-endian, which is native on every platform DALI ships for.
+# (DALI sends no checksum: v2's CRC-32s are for Inert's own channel.)
+_DESCRIPTOR_VERSION = 1
 _DESCRIPTOR = struct.Struct("<iiQQQ")
 
 _SampleKind = shm_samples_meta.SampleKind
@@ -635,7 +637,7 @@ def _receive_chunk(self: Any) -> None:
         raise RuntimeError("Worker data receiving interrupted")
     for desc in descs:
         # DALI has already unpacked the 32 queue bytes; shm-descriptor checks them.
-        shm_descriptor.decode(_DESCRIPTOR.pack(*desc.get_values()))
+        shm_descriptor.decode(_DESCRIPTOR.pack(*desc.get_values()), version=_DESCRIPTOR_VERSION)
         context = self.shm_chunks_contexts.get(desc.shm_chunk_id)
         if context is None:
             raise InvalidValueError(shm_descriptor.FORMAT, 4, "shm_chunk_id", f"{desc.shm_chunk_id} names no chunk of this pool")

@@ -1,28 +1,43 @@
 """Format ``shm-descriptor``: which shared-memory chunk holds a message, and where.
 
-32 bytes: the worker and chunk ids, the chunk's capacity, and the offset and
-size of the message in it.  DALI declares this native-order; Inert declares it
-little-endian, which is the same bytes on every platform DALI runs on.  When
-the caller passes ``chunk_size``, the declared capacity must equal it.
+Version 1 is 32 bytes: the worker and chunk ids, the chunk's capacity, and the
+offset and size of the message in it.  DALI declares this native-order; Inert
+declares it little-endian, which is the same bytes on every platform DALI runs
+on.  When the caller passes ``chunk_size``, the declared capacity must equal it.
+
+Version 2 (40 bytes) adds the CRC-32 of the message's bytes and of the samples
+meta the message points to (0, the CRC-32 of nothing, when it points to none).
+The descriptor travels over the channel's socket, not through the shared
+memory, so a byte damaged in the chunk after the worker wrote it is caught
+before the parent decodes anything: neither the DALI-compatible message nor
+the samples meta layout has room for a checksum of its own.
 """
 
 from inert._checks import check_descriptor
 
-from ._grammar import Format, Int32sl, Int64ul, Record, Validate
+from ._grammar import Format, Int32sl, Int32ul, Int64ul, Record, Validate
 
-DescriptorV1 = Record(
-    "Descriptor",
+_PLACE = (
     "worker_id" / Int32sl,
     "shm_chunk_id" / Int32sl,
     "shm_capacity" / Int64ul,
     "offset" / Int64ul,
     "num_bytes" / Int64ul,
+)
+
+DescriptorV1 = Record("Descriptor", *_PLACE, Validate(check_descriptor))
+
+DescriptorV2 = Record(
+    "DescriptorV2",
+    *_PLACE,
+    "message_crc32" / Int32ul,
+    "meta_crc32" / Int32ul,
     Validate(check_descriptor),
 )
 
 FORMAT = Format(
     name="shm-descriptor",
-    versions={1: DescriptorV1},
+    versions={1: DescriptorV1, 2: DescriptorV2},
     doc=__doc__ or "",
     params=("chunk_size",),
 )

@@ -213,7 +213,7 @@ def test_protocol_document_names_every_error_kind() -> None:
 def test_format_option_selects_one_format(c_reader: str) -> None:
     code, lines = _run_cli("--testee", c_reader, "--format", "shm-descriptor")
     assert code == 0
-    assert [line.split(":")[0] for line in lines if line.endswith("known failures")] == ["shm-descriptor v1"]
+    assert [line.split(":")[0] for line in lines if line.endswith("known failures")] == ["shm-descriptor v1", "shm-descriptor v2"]
     assert _summary(lines) == (sum(v.format == "shm-descriptor" and v.value is None for v in VECTORS), 0)
 
 

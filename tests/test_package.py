@@ -92,14 +92,18 @@ def test_cli_decode_rejects_with_one_line(stdin: bytes, line: str) -> None:
 def test_cli_encode_decode_round_trip(tmp_path: Path) -> None:
     text = '{"num_bytes":7,"offset":1,"shm_capacity":64,"shm_chunk_id":2,"worker_id":0}'
     encoded = subprocess.run(
-        [sys.executable, "-m", "inert", "encode", "--format", "shm-descriptor"], input=text.encode(), capture_output=True
+        [sys.executable, "-m", "inert", "encode", "--format", "shm-descriptor", "--version", "1"],
+        input=text.encode(),
+        capture_output=True,
     )
     assert encoded.returncode == 0, encoded.stderr
     assert len(encoded.stdout) == 32
     path = tmp_path / "d.bin"
     path.write_bytes(encoded.stdout)
     decoded = subprocess.run(
-        [sys.executable, "-m", "inert", "decode", "--format", "shm-descriptor", str(path)], capture_output=True, text=True
+        [sys.executable, "-m", "inert", "decode", "--format", "shm-descriptor", "--version", "1", str(path)],
+        capture_output=True,
+        text=True,
     )
     assert decoded.stdout.strip() == text
 

@@ -22,6 +22,7 @@ import inert
 from inert.shm import MAX_SAMPLE_DEPTH, SAMPLE_ALIGNMENT, ChannelClosedError, EndOfData, WorkerDiedError, WorkerTaskError
 from inert.shm._batch import (
     TaskHeader,
+    checksums,
     failure_from_exception,
     layout_failure,
     layout_success,
@@ -151,6 +152,24 @@ def test_samples_are_aligned_and_laid_out_before_meta_and_message() -> None:
     assert layout.message_offset == layout.meta_offset + len(layout.meta)
     message = shm_message.decode(layout.message)
     assert message["meta"] == {"offset": layout.meta_offset, "size": len(layout.meta)}
+
+
+@pytest.mark.parametrize("part", ["message", "meta"])
+def test_structure_damaged_after_the_descriptor_was_sent_fails_its_checksum(part: str) -> None:
+    plan = plan_batch([np.arange(4, dtype=np.int32)])
+    layout = layout_success(plan, HEADER)
+    written = Written([np.arange(4, dtype=np.int32)])
+    crcs = checksums(written.writer.buffer, layout)
+    message = read_result(written.chunk, written.offset, written.size, HEADER, crcs["message_crc32"])
+    assert len(read_samples(written.chunk, message["meta"], crcs["meta_crc32"])) == 1
+    at = layout.message_offset + 9 if part == "message" else layout.meta_offset + 8 + 1 + 16 + 4 + 1
+    written.poke(at, bytes([written.writer.buffer[at] ^ 0x01]))  # context_i 1, or dtype "<i4" -> "=i4"
+    with pytest.raises(inert.ChecksumError) as caught:
+        message = read_result(written.chunk, written.offset, written.size, HEADER, crcs["message_crc32"])
+        read_samples(written.chunk, message["meta"], crcs["meta_crc32"])
+    fmt, offset = ("shm-message", layout.message_offset) if part == "message" else ("shm-samples-meta", layout.meta_offset)
+    assert (caught.value.format, caught.value.offset) == (fmt, offset)
+    assert "the descriptor says" in str(caught.value)
 
 
 def test_max_sample_depth_matches_the_spec() -> None:
@@ -403,7 +422,8 @@ def test_handshake_refuses_a_version_mismatch(format_name: str, request: pytest.
     parent, worker = socket_pair()
     request.addfinalizer(parent.close)
     request.addfinalizer(worker.close)
-    versions = {**FORMAT_VERSIONS, format_name: (1, 2)}
+    newest = max(FORMAT_VERSIONS[format_name])
+    versions = {**FORMAT_VERSIONS, format_name: (*FORMAT_VERSIONS[format_name], newest + 1)}
     agreed: list[bool] = []
     thread = threading.Thread(target=_run_worker_answer, args=(worker, versions, agreed))
     thread.start()
@@ -412,7 +432,7 @@ def test_handshake_refuses_a_version_mismatch(format_name: str, request: pytest.
     thread.join(5.0)
     assert agreed == [False]
     assert caught.value.field == f"hello.{format_name}"
-    assert "worker speaks 2, the parent 1" in str(caught.value)
+    assert f"worker speaks {newest + 1}, the parent {newest}" in str(caught.value)
 
 
 def test_handshake_agrees_on_equal_versions(request: pytest.FixtureRequest) -> None:
@@ -457,7 +477,8 @@ def test_errors_pickle_intact(error: BaseException) -> None:
 def test_descriptor_codec_is_what_travels() -> None:
     # RELEASE and RESULT records carry exactly an shm-descriptor.
     descriptor = {"worker_id": 1, "shm_chunk_id": 0, "shm_capacity": 4096, "offset": 128, "num_bytes": 60}
-    assert len(shm_descriptor.encode(descriptor)) == 32
+    assert len(shm_descriptor.encode({**descriptor, "message_crc32": 1, "meta_crc32": 2})) == 40
+    assert len(shm_descriptor.encode(descriptor, version=1)) == 32
 
 
 def test_missing_numpy_extra_names_it() -> None:

@@ -523,7 +523,7 @@ def _send_raw(data: bytes, fds: tuple[int, ...] = ()) -> None:
 
 
 def _descriptor_bytes(chunk_id: int, capacity: int, offset: int = 0, num_bytes: int = 0) -> bytes:
-    return struct.pack("<iiQQQ", 0, chunk_id, capacity, offset, num_bytes)
+    return struct.pack("<iiQQQII", 0, chunk_id, capacity, offset, num_bytes, 0, 0)  # shm-descriptor v2
 
 
 def rogue_callback(arg: int) -> Any:

@@ -47,7 +47,7 @@ CASES = [
     (shm_message, SCHEDULED),
     (shm_message, COMPLETED),
     (shm_samples_meta, META),
-    (shm_descriptor, DESCRIPTOR),
+    (shm_descriptor, {**DESCRIPTOR, "message_crc32": 0xFFFFFFFF, "meta_crc32": 0}),
 ]
 
 
@@ -98,8 +98,22 @@ def test_completed_task_bytes_follow_the_seed_layout() -> None:
     assert shm_message.encode(COMPLETED) == expected
 
 
-def test_descriptor_is_32_bytes() -> None:
-    assert shm_descriptor.encode(DESCRIPTOR) == struct.pack("<iiQQQ", 1, 3, 8192, 0, 100)
+def test_descriptor_v1_is_dalis_32_bytes() -> None:
+    assert shm_descriptor.encode(DESCRIPTOR, version=1) == struct.pack("<iiQQQ", 1, 3, 8192, 0, 100)
+    assert shm_descriptor.decode(struct.pack("<iiQQQ", 1, 3, 8192, 0, 100), version=1) == DESCRIPTOR
+
+
+def test_descriptor_v2_adds_two_checksums_and_is_the_default() -> None:
+    value = {**DESCRIPTOR, "message_crc32": 0xDEADBEEF, "meta_crc32": 7}
+    data = shm_descriptor.encode(value)
+    assert data == struct.pack("<iiQQQII", 1, 3, 8192, 0, 100, 0xDEADBEEF, 7)
+    assert shm_descriptor.decode(data) == value
+    with pytest.raises(inert.TruncatedError, match="offset 32: message_crc32"):
+        shm_descriptor.decode(data[:32])
+    with pytest.raises(inert.TrailingBytesError, match="offset 32"):
+        shm_descriptor.decode(data, version=1)
+    with pytest.raises(inert.WriteTypeError, match="message_crc32"):
+        shm_descriptor.encode(DESCRIPTOR)
 
 
 @pytest.mark.parametrize(
@@ -147,7 +161,7 @@ def test_descriptor_is_32_bytes() -> None:
             inert.InvalidValueError,
             "overflows",
         ),
-        (shm_descriptor, struct.pack("<iiQQQ", 0, 0, 100, 50, 51), inert.InvalidValueError, "num_bytes"),
+        (shm_descriptor, struct.pack("<iiQQQII", 0, 0, 100, 50, 51, 0, 0), inert.InvalidValueError, "num_bytes"),
     ],
 )
 def test_rejections_agree(module: Any, data: bytes, error: type, where: str) -> None:

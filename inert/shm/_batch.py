@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import dataclasses
 import traceback as traceback_module
+import zlib
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from inert import _checks
-from inert._errors import InertError, InvalidValueError, LimitError, WriteTypeError, WriteValueError
+from inert._errors import ChecksumError, InertError, InvalidValueError, LimitError, WriteTypeError, WriteValueError
 from inert.codecs import shm_message, shm_samples_meta
 
 from ._memory import MappedChunk
@@ -42,6 +43,7 @@ __all__ = [
     "read_result",
     "read_samples",
     "at_offset",
+    "checksums",
 ]
 
 #: Each sample starts at a multiple of this (as DALI writes them).
@@ -208,15 +210,43 @@ def write_result(buffer: Any, plan: PlannedBatch | None, layout: ResultLayout) -
     return layout.message_offset, len(layout.message)
 
 
-def read_result(chunk: MappedChunk, offset: int, size: int, expected: TaskHeader) -> dict[str, Any]:
+def checksums(buffer: Any, layout: ResultLayout) -> dict[str, int]:
+    """The CRC-32s an shm-descriptor v2 carries of the result ``layout`` placed in ``buffer``.
+
+    Taken from the chunk as it stands when the descriptor is sent, so they vouch for exactly the
+    bytes the parent should find there.
+    """
+    view = memoryview(buffer)
+    return {
+        "message_crc32": zlib.crc32(view[layout.message_offset : layout.size]),
+        "meta_crc32": zlib.crc32(view[layout.meta_offset : layout.meta_offset + len(layout.meta)]),
+    }
+
+
+def _private_copy(chunk: MappedChunk, fmt: str, offset: int, size: int, crc32: int | None) -> bytes:
+    """The bytes at ``offset`` copied out of the chunk, checked against the descriptor's CRC-32 if it has one.
+
+    Decoded from a private copy: the worker can keep writing to the chunk while the parent reads.
+    """
+    data = bytes(chunk.view[offset : offset + size])
+    if crc32 is not None and zlib.crc32(data) != crc32:
+        reason = f"CRC-32 {zlib.crc32(data):#010x} of {size} bytes, the descriptor says {crc32:#010x}"
+        raise ChecksumError(fmt, offset, "", reason)
+    return data
+
+
+def read_result(
+    chunk: MappedChunk, offset: int, size: int, expected: TaskHeader, crc32: int | None = None
+) -> dict[str, Any]:
     """Decode the CompletedTask at ``offset`` in ``chunk`` and check that it answers ``expected``.
 
     ``offset + size`` must already be known to lie inside the chunk (the
-    descriptor was checked against it).
+    descriptor was checked against it); ``crc32``, from an shm-descriptor v2,
+    is checked before anything is decoded.
     """
+    data = _private_copy(chunk, shm_message.FORMAT, offset, size, crc32)
     try:
-        # Decoded from a private copy: the worker can keep writing to the chunk while the parent reads.
-        message = shm_message.decode(bytes(chunk.view[offset : offset + size]))
+        message = shm_message.decode(data)
     except InertError as exc:
         raise at_offset(exc, offset) from None
     if message["type"] != shm_message.MessageType.COMPLETED_TASK:
@@ -281,8 +311,10 @@ def _build_views(sample: dict[str, Any], buffer: Any) -> Any:
     return np.frombuffer(buffer, dtype, count=count, offset=sample["offset"]).reshape(sample["shape"])
 
 
-def read_samples(chunk: MappedChunk, meta: dict[str, int]) -> list[Any]:
+def read_samples(chunk: MappedChunk, meta: dict[str, int], crc32: int | None = None) -> list[Any]:
     """Decode and check the samples meta ``meta`` points at, then view the samples in ``chunk``.
+
+    ``crc32``, from an shm-descriptor v2, is checked before the meta is decoded.
 
     Every array must lie in the chunk before the meta; bool arrays must hold
     only 0 and 1 bytes.  The views are read-only and share the chunk's memory:
@@ -292,8 +324,9 @@ def read_samples(chunk: MappedChunk, meta: dict[str, int]) -> list[Any]:
     included), as with any zero-copy shared memory.
     """
     offset, size = meta["offset"], meta["size"]
+    data = _private_copy(chunk, shm_samples_meta.FORMAT, offset, size, crc32)
     try:
-        decoded = shm_samples_meta.decode(bytes(chunk.view[offset : offset + size]), chunk_size=chunk.capacity)
+        decoded = shm_samples_meta.decode(data, chunk_size=chunk.capacity)
     except InertError as exc:
         raise at_offset(exc, offset) from None
     samples = decoded["samples"]

@@ -4,10 +4,10 @@ The shared-memory layout carries no version field, so the versions are agreed
 once per worker when the channel starts.  The parent proposes the version of
 each format it writes (the newest it has); the worker echoes the proposal when
 those are the versions it writes too, and otherwise answers with its own and
-exits.  (Both sides write their newest version; once a format has a second
-version, threading an older agreed version through the batch codec lets a
-newer side talk to an older one.)  The
-parent refuses any answer that differs from its proposal with a
+exits.  (Both sides write their newest version, so a worker that only speaks
+``shm-descriptor`` v1, which lacks the checksums the parent checks, is
+refused; threading an older agreed version through the batch codec would let
+a newer side talk to an older one.)  The parent refuses any answer that differs from its proposal with a
 ``VersionError`` naming the format.
 
 HELLO payload (little-endian): magic ``b"INRTSHM\\0"``, channel version, then

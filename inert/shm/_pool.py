@@ -386,10 +386,10 @@ class ShmWorkerPool:
             raise InvalidValueError(shm_descriptor.FORMAT, 1, "", f"a result from worker {link.worker_id} with no task in flight")
         task = link.in_flight.popleft()
         expected = TaskHeader(link.worker_id, 0, task.scheduled_i, task.scheduled_i)
-        message = read_result(chunk, descriptor["offset"], descriptor["num_bytes"], expected)
+        message = read_result(chunk, descriptor["offset"], descriptor["num_bytes"], expected, descriptor["message_crc32"])
         exception = message["exception"]
         if exception["kind"] == shm_message.ExceptionKind.NONE:
-            samples = read_samples(chunk, message["meta"])
+            samples = read_samples(chunk, message["meta"], descriptor["meta_crc32"])
             link.held.add(chunk_id)
             task.outcome = Batch(self, link, descriptor, samples, task.scheduled_i)
             return

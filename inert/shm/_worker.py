@@ -22,6 +22,7 @@ from ._batch import (
     ResultLayout,
     TaskFailure,
     TaskHeader,
+    checksums,
     failure_from_exception,
     layout_failure,
     layout_success,
@@ -83,6 +84,8 @@ class _Worker:
             "shm_capacity": chunk.capacity,
             "offset": 0,
             "num_bytes": 0,
+            "message_crc32": 0,
+            "meta_crc32": 0,
         }
         send_frame(self.sock, FrameKind.CHUNK, shm_descriptor.encode(descriptor), (chunk.fd,))
 
@@ -152,6 +155,7 @@ class _Worker:
         }
         if self.config.after_write is not None:
             self.config.after_write(memoryview(chunk.buffer), descriptor)
+        descriptor.update(checksums(chunk.buffer, layout))
         self.free.discard(chunk_id)
         send_frame(self.sock, FrameKind.RESULT, shm_descriptor.encode(descriptor))
 

@@ -1,6 +1,6 @@
 /*
- * An independent reader of Inert's shared-memory formats, version 1
- * (shm-message, shm-samples-meta, shm-descriptor), speaking the conformance
+ * An independent reader of Inert's shared-memory formats (shm-message and
+ * shm-samples-meta version 1, shm-descriptor versions 1 and 2), speaking the conformance
  * testee protocol (conformance/PROTOCOL.md) on stdin and stdout.
  *
  * Written from the format descriptions, not from the Python codecs, to show
@@ -197,6 +197,7 @@ typedef struct {
     size_t n, off;
     bool has_chunk;
     uint64_t chunk;
+    long long version;
     const char *kind; /* error kind of the fault, NULL while none */
     size_t at;
     char reason[160];
@@ -566,6 +567,8 @@ static bool read_descriptor(Reader *r, Value **out) {
     uint64_t capacity, offset, num_bytes;
     if (!rd_i32(r, "worker_id", &worker_id) || !rd_i32(r, "shm_chunk_id", &chunk_id)) return false;
     if (!rd_u64(r, "shm_capacity", &capacity) || !rd_u64(r, "offset", &offset) || !rd_u64(r, "num_bytes", &num_bytes)) return false;
+    uint32_t message_crc32 = 0, meta_crc32 = 0; /* version 2: checksums of bytes this reader never sees */
+    if (r->version >= 2 && (!rd_u32(r, "message_crc32", &message_crc32) || !rd_u32(r, "meta_crc32", &meta_crc32))) return false;
     if (worker_id < 0) return fail(r, "invalid-value", 0, "worker_id: negative");
     if (chunk_id < 0) return fail(r, "invalid-value", 0, "shm_chunk_id: negative");
     if (num_bytes > capacity || offset > capacity - num_bytes) return fail(r, "invalid-value", 0, "num_bytes: beyond the capacity");
@@ -576,6 +579,10 @@ static bool read_descriptor(Reader *r, Value **out) {
     v_set(d, "shm_capacity", v_uint(capacity));
     v_set(d, "offset", v_uint(offset));
     v_set(d, "num_bytes", v_uint(num_bytes));
+    if (r->version >= 2) {
+        v_set(d, "message_crc32", v_uint(message_crc32));
+        v_set(d, "meta_crc32", v_uint(meta_crc32));
+    }
     *out = d;
     return true;
 }
@@ -736,6 +743,7 @@ typedef bool (*ReadFn)(Reader *, Value **);
 static void answer(const Header *h, const uint8_t *payload, size_t n) {
     ReadFn read = NULL;
     bool takes_chunk = false;
+    long long newest = 1;
     if (strcmp(h->format, "shm-message") == 0) {
         read = read_message;
     } else if (strcmp(h->format, "shm-samples-meta") == 0) {
@@ -744,18 +752,19 @@ static void answer(const Header *h, const uint8_t *payload, size_t n) {
     } else if (strcmp(h->format, "shm-descriptor") == 0) {
         read = read_descriptor;
         takes_chunk = true;
+        newest = 2;
     }
     const char *unsupported = NULL;
     if (strcmp(h->op, "decode") != 0) unsupported = "this reader only decodes";
     else if (!read) unsupported = "format not implemented";
-    else if (h->version != 1) unsupported = "only version 1 is implemented";
+    else if (h->version < 1 || h->version > newest) unsupported = "version not implemented";
     else if (h->unknown_param || (h->has_chunk && !takes_chunk)) unsupported = "unknown parameter";
     if (unsupported) {
         respond("unsupported", NULL, unsupported, NULL);
         return;
     }
 
-    Reader r = {.p = payload, .n = n, .has_chunk = h->has_chunk, .chunk = h->chunk};
+    Reader r = {.p = payload, .n = n, .has_chunk = h->has_chunk, .chunk = h->chunk, .version = h->version};
     Value *value = NULL;
     if (read(&r, &value) && r.off != r.n) fail(&r, "trailing-bytes", r.off, "%zu bytes after the end of the value", r.n - r.off);
     if (r.kind) {
