@@ -1,14 +1,18 @@
 """Reading a dump: validate the manifest and the shard files, then each owner reads only its rows.
 
 Loading opens files read-only and takes no lock, so a dump on a read-only
-filesystem (or one shared by many readers) loads as it is.
+filesystem (or one shared by many readers) loads as it is.  Shard files are
+mapped copy-on-write: a record's tensors are views of the page cache, checked
+(CRC-32 and every field) on the mapping before any row is handed back, and
+writable without touching the file.
 """
 
 from __future__ import annotations
 
+import mmap
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -18,9 +22,12 @@ import torch
 from inert._codec_runtime import read_file_header
 from inert._errors import InertError, InvalidValueError, TrailingBytesError, TruncatedError
 from inert.codecs import dump_shard as shard_codec
+from inert.torch._compat import dtype_name
 
+from ._frames import GLOBAL_INDEX_SIZE, Frame
+from ._gc import paused_gc
 from ._manifest import FIRST_RECORD, open_read_only, read_manifest
-from ._model import NESTED, FieldSpec, Row
+from ._model import DENSE, NESTED, FieldSpec, Row
 from ._schema import check_record_field, record_dtype, specs_from_manifest
 
 __all__ = ["KeyInfo", "DumpReader", "open_dump", "load", "LoadedDump"]
@@ -40,11 +47,19 @@ class KeyInfo:
     tag: Any
 
 
+@dataclass
+class _Shard:
+    """An open shard file: its descriptor and, unless ``copy`` was asked for or mapping failed, its mapping."""
+
+    name: str
+    fd: int
+    mapping: memoryview | None = None
+
+
 @dataclass(frozen=True)
 class _Location:
     key: int
-    fd: int
-    file: str
+    shard: _Shard
     position: int
     offset: int
     length: int
@@ -53,7 +68,7 @@ class _Location:
 
     @property
     def where(self) -> str:
-        return f"{self.file}:rows[{self.position}]"
+        return f"{self.shard.name}:rows[{self.position}]"
 
 
 @dataclass
@@ -69,24 +84,35 @@ class LoadedDump:
         return [row for rows in self.rows_by_owner for row in rows]
 
 
+def _map_private(fd: int, size: int) -> memoryview | None:
+    """A copy-on-write mapping of the whole file (writable tensors, a read-only file), or None where mmap is refused."""
+    try:
+        return memoryview(mmap.mmap(fd, size, access=mmap.ACCESS_COPY))
+    except (OSError, ValueError):  # a filesystem without mmap: the reader falls back to reads
+        return None
+
+
 class DumpReader:
     """An open, validated dump: its manifest is checked and every shard file is present and whole.
 
-    Use it as a context manager; :meth:`read` loads the rows.
+    Use it as a context manager; :meth:`read` loads the rows.  With ``copy``,
+    records are read into private memory instead of mapped (see :func:`load`).
     """
 
-    def __init__(self, dump_dir: str | os.PathLike[str]) -> None:
+    def __init__(self, dump_dir: str | os.PathLike[str], *, copy: bool = False) -> None:
         self.path = os.fspath(dump_dir)
         manifest = read_manifest(self.path)
         self.partition_id: str = manifest["partition_id"]
         self.schema = specs_from_manifest(manifest["fields"])
         self._manifest = manifest
+        self._copy = copy
         self.keys = [
             KeyInfo(i, k["key"], k["global_index"], tuple(self.schema[f].name for f in k["fields"]), k["tag"])
             for i, k in enumerate(manifest["keys"])
         ]
-        self._fds: list[int] = []
+        self._shards: list[_Shard] = []
         self._locations: list[_Location | None] = [None] * len(self.keys)
+        self._frames: dict[tuple[int, ...], Frame | None] = {}
         try:
             for shard in manifest["shards"]:
                 self._open_shard(shard)
@@ -100,7 +126,8 @@ class DumpReader:
             fd = open_read_only(os.path.join(self.path, name))
         except FileNotFoundError:
             raise TruncatedError(SHARD, 0, name, f"shard file missing from {self.path}") from None
-        self._fds.append(fd)
+        opened = _Shard(name, fd)
+        self._shards.append(opened)
         size = os.fstat(fd).st_size
         head = os.pread(fd, FIRST_RECORD, 0)
         try:
@@ -120,16 +147,20 @@ class DumpReader:
             raise TruncatedError(SHARD, size, name, f"the manifest's records end at {end}, the file at {size}")
         if size > end:
             raise TrailingBytesError(SHARD, end, name, f"{size - end} bytes after the last record")
+        if shard["rows"] and not self._copy:
+            opened.mapping = _map_private(fd, size)
         ends = shard["offsets"][1:] + [end]
         for pos, (row, offset, length, pad_end) in enumerate(
             zip(shard["rows"], shard["offsets"], shard["lengths"], ends, strict=True)
         ):
-            self._locations[row] = _Location(row, fd, name, pos, offset, length, pad_end)
+            self._locations[row] = _Location(row, opened, pos, offset, length, pad_end)
 
     def close(self) -> None:
-        for fd in self._fds:
-            os.close(fd)
-        self._fds.clear()
+        """Close the files; a mapping stays alive while a tensor of it does (unmapped with the last one)."""
+        for shard in self._shards:
+            os.close(shard.fd)
+            shard.mapping = None
+        self._shards.clear()
 
     def __enter__(self) -> DumpReader:
         return self
@@ -139,47 +170,77 @@ class DumpReader:
 
     # -- rows -----------------------------------------------------------------------
     def _batch(self, locs: list[_Location]) -> list[Row]:
-        """Read a batch of records into one fresh buffer, each run of neighbouring records with one read.
+        """Check and build a batch of records: every byte of them and the padding after each.
 
-        One buffer instead of one per row: fewer allocations and reads.  (Huge
-        pages for it were measured slower in a fresh process on this VM: its
-        free 2 MiB blocks are the ones handed back to the host.)  The rows of a
-        batch share it; ``.clone()`` a tensor to keep it on its own.
+        A mapped shard's records are slices of its mapping (no copy: the CRC-32
+        reads the page cache, with the GIL released, so owners check in
+        parallel).  Otherwise each run of neighbouring records is read with one
+        read into one fresh buffer for the batch, which its rows share.
         """
         runs: list[list[_Location]] = []
         for loc in locs:
             last = runs[-1][-1] if runs else None
-            if last is not None and last.fd == loc.fd and loc.offset == last.pad_end:
+            if last is not None and last.shard is loc.shard and loc.offset == last.pad_end:
                 runs[-1].append(loc)
             else:
                 runs.append([loc])
         # Each record is read with the padding after it, so every byte of a shard is checked by some owner.
         spans = [(run[0].offset, run[-1].pad_end) for run in runs]
-        buffer = torch.empty(sum(end - start for start, end in spans), dtype=torch.uint8)
-        memory = memoryview(buffer.numpy())  # type: ignore[arg-type]
-        views: list[memoryview] = []
+        unmapped = sum(end - start for run, (start, end) in zip(runs, spans, strict=True) if run[0].shard.mapping is None)
+        buffer = memoryview(torch.empty(unmapped, dtype=torch.uint8).numpy()) if unmapped else None  # type: ignore[arg-type]
         pos = 0
+        rows = []
         for run, (start, end) in zip(runs, spans, strict=True):
-            got = os.preadv(run[0].fd, [memory[pos : pos + end - start]], start)
-            if got != end - start:
-                short = next(loc for loc in run if loc.pad_end > start + got)
-                where = f"{short.file}:rows[{short.position}]"
-                raise TruncatedError(SHARD, start + got, where, f"{short.length} bytes needed, the file ends first")
+            shard = run[0].shard
+            if shard.mapping is not None:
+                memory = shard.mapping[start:end]
+            else:
+                assert buffer is not None
+                memory = buffer[pos : pos + end - start]
+                pos += end - start
+                got = os.preadv(shard.fd, [memory], start)
+                if got != end - start:
+                    short = next(loc for loc in run if loc.pad_end > start + got)
+                    raise TruncatedError(SHARD, start + got, short.where, f"{short.length} bytes needed, the file ends first")
             for loc in run:
-                if any(memory[pos + loc.offset + loc.length - start : pos + loc.pad_end - start]):
-                    where = f"{loc.file}:rows[{loc.position + 1}].pad"
+                pad = memory[loc.offset + loc.length - start : loc.pad_end - start].tobytes()
+                if pad.count(0) != len(pad):
+                    where = f"{shard.name}:rows[{loc.position + 1}].pad"
                     raise InvalidValueError(SHARD, loc.offset + loc.length, where, "padding bytes are not zero")
-            views.extend(memory[pos + loc.offset - start : pos + loc.offset - start + loc.length] for loc in run)
-            pos += end - start
-        return [self._row(loc, view) for loc, view in zip((loc for run in runs for loc in run), views, strict=True)]
+                rows.append(self._row(loc, memory[loc.offset - start : loc.offset - start + loc.length]))
+        return rows
+
+    def _frame(self, fields: list[int], length: int) -> Frame | None:
+        """The frame of records holding ``fields`` when they are all dense (built once per field set), else ``None``."""
+        key = tuple(fields)
+        if key in self._frames:
+            return self._frames[key]
+        specs = [self.schema[index] for index in fields]
+        frame = None
+        if all(spec.layout == DENSE for spec in specs):
+            layout = [(spec.name, dtype_name(spec.dtype, spec.name), spec.shape or ()) for spec in specs]
+            # A frame is only worth building (and only bounded by the bytes present) when its payloads fit the record.
+            if Frame.payload_size(layout) <= length:
+                frame = Frame(layout)
+        self._frames[key] = frame
+        return frame
 
     def _row(self, loc: _Location, view: memoryview) -> Row:
         """Decode and check one record against the manifest; its tensors are views of ``view``."""
+        entry = self._manifest["keys"][loc.key]
+        frame = self._frame(entry["fields"], loc.length)
+        payloads = frame.payloads(view) if frame is not None else None
+        if payloads is not None and int.from_bytes(view[:GLOBAL_INDEX_SIZE], "little") == entry["global_index"]:
+            # Byte for byte the record of its dense fields, CRC-32 checked: what the codec would decode.
+            fields = {}
+            for pos, (index, data) in enumerate(zip(entry["fields"], payloads, strict=True)):
+                spec = self.schema[index]
+                fields[spec.name] = _tensor(loc, pos, spec.dtype, spec.shape or (), data)
+            return Row(entry["key"], entry["global_index"], fields, entry["tag"])
         try:
             record = shard_codec.decode_record(view)
         except InertError as exc:
             raise type(exc)(exc.format, loc.offset + exc.offset, f"{loc.where}.{exc.field}", exc.reason) from None
-        entry = self._manifest["keys"][loc.key]
         if record["global_index"] != entry["global_index"]:
             raise InvalidValueError(
                 SHARD, loc.offset, f"{loc.where}.global_index",
@@ -190,7 +251,7 @@ class DumpReader:
         got_names = [f["name"] for f in record["fields"]]
         if got_names != names:
             raise InvalidValueError(SHARD, loc.offset, f"{loc.where}.fields", f"fields {got_names}, the manifest lists {names}")
-        fields: dict[str, Any] = {}
+        fields = {}
         nested = iter(entry["nested_shapes"])
         for pos, (index, field) in enumerate(zip(entry["fields"], record["fields"], strict=True)):
             spec = self.schema[index]
@@ -198,21 +259,11 @@ class DumpReader:
             fault = check_record_field(spec, body, next(nested) if spec.layout == NESTED else None)
             if fault is not None:
                 raise InvalidValueError(SHARD, loc.offset, f"{loc.where}.fields[{pos}].body.{fault[0]}", fault[1])
-            fields[spec.name] = self._tensor(loc, pos, body) if "data" in body else body["value"]
+            if "data" in body:
+                fields[spec.name] = _tensor(loc, pos, record_dtype(body["dtype"], loc.shard.name), body["shape"], body["data"])
+            else:
+                fields[spec.name] = body["value"]
         return Row(entry["key"], entry["global_index"], fields, entry["tag"])
-
-    @staticmethod
-    def _tensor(loc: _Location, pos: int, body: dict[str, Any]) -> torch.Tensor:
-        dtype = record_dtype(body["dtype"], loc.file)
-        data = body["data"]  # a zero-copy view of the record's buffer, 64-byte aligned
-        if not len(data):
-            return torch.empty(body["shape"], dtype=dtype)
-        if dtype == torch.bool and bool((torch.frombuffer(data, dtype=torch.uint8) > 1).any()):
-            # Any byte but 0 and 1 would be a second spelling of true (and breaks torch's bool kernels).
-            where = f"{loc.where}.fields[{pos}].body.data"
-            raise InvalidValueError(SHARD, loc.offset, where, "a bool tensor holds a byte other than 0 and 1")
-        tensor = torch.frombuffer(data, dtype=dtype)
-        return tensor if len(body["shape"]) == 1 else tensor.reshape(body["shape"])
 
     def read(
         self,
@@ -241,7 +292,7 @@ class DumpReader:
             assert loc is not None  # check_manifest placed every key
             plan[owner].append(loc)
         for locs in plan:
-            locs.sort(key=lambda loc: (loc.fd, loc.offset))  # sequential reads per file
+            locs.sort(key=lambda loc: (loc.shard.name, loc.offset))  # sequential reads per file
         failed = threading.Event()
 
         def run(owner: int) -> list[Row]:
@@ -268,9 +319,26 @@ class DumpReader:
         return LoadedDump(self.partition_id, self.schema, results)
 
 
-def open_dump(dump_dir: str | os.PathLike[str]) -> DumpReader:
+def _tensor(loc: _Location, pos: int, dtype: torch.dtype, shape: Sequence[int], data: memoryview) -> torch.Tensor:
+    """The tensor of a checked payload: a zero-copy view of ``data`` (64-byte aligned), a bool one copied."""
+    if not len(data):
+        return torch.empty(shape, dtype=dtype)
+    if dtype != torch.bool:
+        tensor = torch.frombuffer(data, dtype=dtype)
+    else:
+        # Checked on a private copy, which no later change to the file reaches: any byte but 0 and 1 would be a
+        # second spelling of true (and breaks torch's bool kernels).
+        raw = torch.frombuffer(data, dtype=torch.uint8).clone()
+        if bool((raw > 1).any()):
+            where = f"{loc.where}.fields[{pos}].body.data"
+            raise InvalidValueError(SHARD, loc.offset, where, "a bool tensor holds a byte other than 0 and 1")
+        tensor = raw.view(torch.bool)
+    return tensor if len(shape) == 1 else tensor.reshape(shape)
+
+
+def open_dump(dump_dir: str | os.PathLike[str], *, copy: bool = False) -> DumpReader:
     """Open and validate a dump without reading any row (the manifest, the shard headers and sizes)."""
-    return DumpReader(dump_dir)
+    return DumpReader(dump_dir, copy=copy)
 
 
 def load(
@@ -281,12 +349,20 @@ def load(
     batch_rows: int = 128,
     threads: int | None = None,
     consume: Callable[[int, list[Row]], None] | None = None,
+    copy: bool = False,
 ) -> LoadedDump:
     """Load a dump onto ``owners`` owners (any number, whatever the dump was written with).
 
     Every problem with the dump is an :class:`~inert.InertError` naming the
     file, the byte offset and the field; with the default (no ``consume``)
     nothing is returned until every row has been read and checked.
+
+    Tensors are copy-on-write views of the shard files' pages (no copy; the
+    mapping lives as long as a tensor of it): a published dump is never
+    changed in place, and a process that rewrites or truncates a shard file
+    while such tensors are alive changes them or makes reading them fault.
+    ``copy=True`` reads every record into private memory first (slower),
+    where nothing done to the files afterwards reaches a tensor.
 
     >>> import torch, tempfile, os
     >>> from inert.dump import Row, dump, load
@@ -296,6 +372,6 @@ def load(
     >>> [(r.key, r.fields["x"].tolist(), r.tag) for r in loaded.rows]
     [('a', [1.0, 1.0], {'t': 1})]
     """
-    with open_dump(dump_dir) as reader:
+    with paused_gc(), open_dump(dump_dir, copy=copy) as reader:
         return reader.read(owners=owners, route=route, batch_rows=batch_rows, threads=threads, consume=consume)
 
