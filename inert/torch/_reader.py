@@ -15,10 +15,12 @@ file's bytes.
 from __future__ import annotations
 
 import io
+import mmap
 import os
+import struct
 import threading
 import uuid
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Iterator
 from concurrent.futures import Future as _PoolFuture
 from concurrent.futures import ThreadPoolExecutor
@@ -40,6 +42,7 @@ from inert.codecs import checkpoint_shard as shard
 
 from ._compat import torch_dtype
 from ._metadata import InertStorageInfo, loads_metadata
+from ._payload import BLOCK, byte_view, crc32, read_into
 
 try:
     from torch.distributed.checkpoint.metadata import StorageMeta
@@ -54,6 +57,46 @@ _MIGRATE = (
     "If you trust its source, convert it with `inert migrate SRC DST --trust-source` (docs/cli.md says what "
     "that trusts), or load it once with PyTorch's FileSystemReader and save it again with inert.torch.FileSystemWriter"
 )
+
+
+#: Records up to this size are read whole; a larger tensor record goes straight into its destination.
+_DIRECT_MIN = 1 << 16
+#: Longest tensor record header: kind, dtype, rank, 64 dims, length, padding to 64 bytes.
+_HEAD_MAX = 576
+_CRC = struct.Struct("<I")
+
+
+def _read_exact(fd: int, view: memoryview, offset: int, name: str) -> None:
+    done = 0
+    while done < len(view):
+        got = os.preadv(fd, [view[done:]], offset + done)
+        if got <= 0:
+            raise TruncatedError("checkpoint-shard", offset + done, name, f"{len(view) - done} bytes needed, 0 present")
+        done += got
+
+
+def _read_tail(fd: int, info: InertStorageInfo, name: str) -> bytes:
+    """A record's last four bytes: the CRC-32 it carries."""
+    tail = bytearray(4)
+    _read_exact(fd, memoryview(tail), info.offset + info.length - 4, name)
+    return bytes(tail)
+
+
+def _file_crc(fd: int, info: InertStorageInfo, name: str) -> int:
+    """The CRC-32 of a record's bytes before its stored CRC-32, read from the file a block at a time."""
+    block = memoryview(bytearray(min(BLOCK, info.length)))
+    crc = 0
+    for at in range(0, info.length - 4, BLOCK):
+        part = block[: min(BLOCK, info.length - 4 - at)]
+        _read_exact(fd, part, info.offset + at, name)
+        crc = crc32(part, crc)
+    return crc
+
+
+def _check_crc(crc: int, stored: int, name: str, item: ReadItem, info: InertStorageInfo) -> None:
+    if crc != stored:
+        raise ChecksumError("checkpoint-shard", info.offset + info.length - 4, f"{name}:{item.storage_index.fqn}.crc32",
+                            f"stored CRC-32 {stored:#010x}, bytes give {crc:#010x}")
 
 
 class ShapeMismatchError(InvalidValueError):
@@ -206,30 +249,29 @@ class FileSystemReader(StorageReader):
     ) -> tuple[ReadItem, Any, Any]:
         """Read, decode and check one record; return the value, or the tensor (a view of the buffer, also
         returned), or with ``planner`` the destination the tensor was copied into (the buffer is then None)."""
+        if item.type == LoadItemType.TENSOR and info.length > _DIRECT_MIN and planner is not None:
+            target = self._load_direct(fd, name, item, info, buffers, planner)
+            if target is not None:
+                return item, target, None
+        return self._load_whole(fd, name, item, info, buffers, planner)
+
+    def _load_whole(
+        self, fd: int, name: str, item: ReadItem, info: InertStorageInfo, buffers: _Buffers, planner: LoadPlanner | None
+    ) -> tuple[ReadItem, Any, Any]:
+        """The general path: the whole record read into a buffer, decoded and checked, then copied."""
         buffer = buffers.take(info.length)
         view = memoryview(buffer.numpy())[: info.length]  # type: ignore[arg-type]
-        got = os.preadv(fd, [view], info.offset) if info.length else 0
-        if got != info.length:
-            raise TruncatedError("checkpoint-shard", info.offset, name, f"{info.length} bytes needed, {got} present")
-        try:
-            record = shard.decode_record(view, verify_checksums=self.verify_checksums)
-        except InertError as exc:
-            raise exc._replace(offset=info.offset + exc.offset, field=f"{name}:{item.storage_index.fqn}.{exc.field}") from None
+        _read_exact(fd, view, info.offset, name)
+        record = self._decode(view, name, item, info, self.verify_checksums)
         if record["crc32"] != info.crc32:
             raise ChecksumError("checkpoint-shard", info.offset + info.length - 4, item.storage_index.fqn,
                                 f"record CRC-32 {record['crc32']:#010x}, the metadata expects {info.crc32:#010x}")
         body = record["body"]
-        fqn = item.storage_index.fqn
         if item.type == LoadItemType.BYTE_IO:
-            if body["kind"] != shard.RecordKind.VALUE:
-                raise InvalidValueError("checkpoint-shard", info.offset, fqn, "a tensor record where the metadata has a value")
+            self._check_kind(body, shard.RecordKind.VALUE, item, info)
             buffers.give(buffer)
             return item, body["value"], None
-        if body["kind"] != shard.RecordKind.TENSOR:
-            raise InvalidValueError("checkpoint-shard", info.offset, fqn, "a value record where the metadata has a tensor")
-        dtype = torch_dtype(body["dtype"].name, fqn)
-        shape = tuple(body["shape"])
-        self._check_expected(item, info, dtype, shape)
+        dtype, shape = self._check_tensor(body, item, info)
         nbytes = len(body["data"])
         start = info.length - 4 - nbytes  # the payload ends where the CRC-32 begins
         tensor = buffer[start : start + nbytes].view(dtype).reshape(shape)
@@ -239,7 +281,86 @@ class FileSystemReader(StorageReader):
         buffers.give(buffer)
         return item, target, None
 
-    def _check_expected(self, item: ReadItem, info: InertStorageInfo, dtype: Any, shape: tuple[int, ...]) -> None:
+    def _load_direct(
+        self, fd: int, name: str, item: ReadItem, info: InertStorageInfo, buffers: _Buffers, planner: LoadPlanner
+    ) -> torch.Tensor | None:
+        """A whole record read straight into a contiguous CPU destination, checksummed block by block.
+
+        The header is decoded first, from a buffer of the record's length that holds only the
+        header's bytes (an anonymous mapping: the payload's pages are never touched), and the
+        dtype and shape are checked before any payload byte is read.  ``None``: this record takes
+        the general path (its destination is a part, on another device, or a bool tensor, whose
+        bytes the codec checks one by one).
+        """
+        expected = self._expected(item, info)[0]
+        if expected == torch.bool:
+            return None
+        target = planner.resolve_tensor(item).detach()
+        if (target.device.type != "cpu" or not target.is_contiguous() or target.is_conj() or target.is_neg()
+                or target.dtype != expected or any(item.storage_offsets)):
+            return None
+        scratch = mmap.mmap(-1, info.length)
+        head = min(info.length, _HEAD_MAX)
+        _read_exact(fd, memoryview(scratch)[:head], info.offset, name)
+        stored = _CRC.unpack_from(_read_tail(fd, info, name))[0]
+        try:
+            record = self._decode(memoryview(scratch), name, item, info, False)
+            body = record["body"]
+            if stored != info.crc32:
+                raise ChecksumError("checkpoint-shard", info.offset + info.length - 4, item.storage_index.fqn,
+                                    f"record CRC-32 {stored:#010x}, the metadata expects {info.crc32:#010x}")
+            dtype, shape = self._check_tensor(body, item, info)
+        except InertError:
+            if self.verify_checksums:  # a damaged record is named as such, not by the field the damage hit
+                _check_crc(_file_crc(fd, info, name), stored, name, item, info)
+            raise
+        if tuple(target.size()) != tuple(item.lengths) or tuple(item.lengths) != shape:
+            return None
+        nbytes = len(body["data"])
+        start = info.length - 4 - nbytes
+        crc = crc32(memoryview(scratch)[:start]) if self.verify_checksums else None
+        del record, body
+        if nbytes:
+            crc = read_into(fd, info.offset + start, byte_view(target), crc, name)
+        if crc is not None:
+            _check_crc(crc, stored, name, item, info)
+        return target
+
+    def _decode(self, view: memoryview, name: str, item: ReadItem, info: InertStorageInfo, verify: bool) -> Any:
+        try:
+            return shard.decode_record(view, verify_checksums=verify)
+        except InertError as exc:
+            if verify and len(view) >= 4:  # the codec checks the CRC-32 last: damage is named as such first
+                _check_crc(crc32(view[:-4]), _CRC.unpack_from(view, len(view) - 4)[0], name, item, info)
+            raise exc._replace(offset=info.offset + exc.offset, field=f"{name}:{item.storage_index.fqn}.{exc.field}") from None
+
+    @staticmethod
+    def _check_kind(body: dict[str, Any], kind: Any, item: ReadItem, info: InertStorageInfo) -> None:
+        if body["kind"] != kind:
+            found, wanted = ("tensor", "value") if kind == shard.RecordKind.VALUE else ("value", "tensor")
+            reason = f"a {found} record where the metadata has a {wanted}"
+            raise InvalidValueError("checkpoint-shard", info.offset, item.storage_index.fqn, reason)
+
+    def _check_tensor(self, body: dict[str, Any], item: ReadItem, info: InertStorageInfo) -> tuple[Any, tuple[int, ...]]:
+        """The record's dtype and shape, which must be what the metadata and the read plan expect."""
+        self._check_kind(body, shard.RecordKind.TENSOR, item, info)
+        fqn = item.storage_index.fqn
+        dtype = torch_dtype(body["dtype"].name, fqn)
+        shape = tuple(body["shape"])
+        expected_dtype, expected = self._expected(item, info)
+        if dtype != expected_dtype or shape != expected:
+            raise ShapeMismatchError(
+                "checkpoint-shard", info.offset, fqn,
+                f"record holds {shape} {dtype}, the read plan expects {expected} {expected_dtype}",
+            )
+        ends = [o + n for o, n in zip(item.storage_offsets, item.lengths, strict=False)]
+        if len(ends) != len(shape) or any(e > s for e, s in zip(ends, shape, strict=False)):
+            raise ShapeMismatchError("checkpoint-shard", info.offset, fqn,
+                                     f"the read plan takes {tuple(item.lengths)} at {tuple(item.storage_offsets)} of {shape}")
+        return dtype, shape
+
+    def _expected(self, item: ReadItem, info: InertStorageInfo) -> tuple[Any, tuple[int, ...]]:
+        """The dtype and chunk shape the metadata gives for ``item``'s record."""
         assert self.metadata is not None
         fqn = item.storage_index.fqn
         md = self.metadata.state_dict_metadata.get(fqn)
@@ -252,16 +373,7 @@ class FileSystemReader(StorageReader):
         if index is None:
             where = tuple(item.storage_index.offset or ())
             raise ShapeMismatchError("checkpoint-shard", info.offset, fqn, f"no chunk at {where}")
-        expected = tuple(chunks[index].sizes)
-        if dtype != md.properties.dtype or shape != expected:
-            raise ShapeMismatchError(
-                "checkpoint-shard", info.offset, fqn,
-                f"record holds {shape} {dtype}, the read plan expects {expected} {md.properties.dtype}",
-            )
-        ends = [o + n for o, n in zip(item.storage_offsets, item.lengths, strict=False)]
-        if len(ends) != len(shape) or any(e > s for e, s in zip(ends, shape, strict=False)):
-            raise ShapeMismatchError("checkpoint-shard", info.offset, fqn,
-                                     f"the read plan takes {tuple(item.lengths)} at {tuple(item.storage_offsets)} of {shape}")
+        return md.properties.dtype, tuple(chunks[index].sizes)
 
     def _records(self, plan: LoadPlan, buffers: _Buffers, planner: LoadPlanner | None) -> Iterator[tuple[ReadItem, Any, Any]]:
         """Every record of the plan, checked, with a bounded number in flight."""
@@ -279,12 +391,12 @@ class FileSystemReader(StorageReader):
                     yield self._load(fds[name], name, item, info, buffers, planner)
                 return
             with ThreadPoolExecutor(self.thread_count) as pool:
-                window = 2 * self.thread_count
-                pending: list[_PoolFuture[tuple[ReadItem, Any, Any]]] = []
+                window = 4 * self.thread_count
+                pending: deque[_PoolFuture[tuple[ReadItem, Any, Any]]] = deque()
                 for name, item, info in work:
                     pending.append(pool.submit(self._load, fds[name], name, item, info, buffers, planner))
                     if len(pending) >= window:
-                        yield pending.pop(0).result()
+                        yield pending.popleft().result()
                 for future in pending:
                     yield future.result()
         finally:
@@ -293,11 +405,10 @@ class FileSystemReader(StorageReader):
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
         direct = _default_load_bytes(planner)
-        window = 2 * self.thread_count
-        buffers = _Buffers(keep=window + self.thread_count)
-        # With the built-in planner's lookups, workers copy into the destinations too (copy_ releases the GIL);
+        # With the built-in planner's lookups, workers copy into the destinations too;
         # another planner's resolve_tensor and commit_tensor run on this thread, in order.
         parallel = type(planner).resolve_tensor is DefaultLoadPlanner.resolve_tensor
+        buffers = _Buffers(keep=5 * self.thread_count)
         for item, loaded, buffer in self._records(plan, buffers, planner if parallel else None):
             if item.type == LoadItemType.BYTE_IO:
                 if direct:

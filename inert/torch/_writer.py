@@ -10,6 +10,7 @@ written: a checkpoint directory is loadable only once a save has completed.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import struct
@@ -31,6 +32,7 @@ from inert.codecs import checkpoint_shard as shard
 
 from ._compat import dtype_name
 from ._metadata import InertStorageInfo, dumps_metadata
+from ._payload import BLOCK, crc32, write_from
 
 try:
     from torch.distributed.checkpoint.staging import BlockingAsyncStager as _Stager
@@ -47,6 +49,9 @@ __all__ = ["FileSystemWriter"]
 METADATA_NAME = ".metadata"
 SUFFIX = ".distcp"
 _COUNT = struct.Struct("<I")
+#: Threads writing records, whatever ``thread_count`` (the number of files) is: one record's
+#: checksum and contiguous copy proceed while another is written.
+_MIN_WORKERS = 2
 #: Record alignment of checkpoint-shard v1 (``ALIGN`` in ``inert.spec.checkpoint_shard``).
 ALIGN = 64
 
@@ -71,15 +76,6 @@ def value_record(fqn: str, value: Any) -> list[Any]:
         raise type(exc)("checkpoint-shard", f"{fqn}{inner}", exc.reason) from None
 
 
-def _tensor_record(fqn: str, tensor: torch.Tensor) -> tuple[list[Any], torch.Tensor]:
-    if tensor.layout != torch.strided:
-        raise TypeError(f"{fqn}: {tensor.layout} tensors have no checkpoint encoding; densify them first")
-    name = dtype_name(tensor.dtype, fqn)
-    flat, data = tensor_bytes(tensor)
-    parts = shard.encode_record_parts({"body": {"kind": "TENSOR", "dtype": name, "shape": list(tensor.shape), "data": data}})
-    return parts, flat
-
-
 def _lookup(planner: SavePlanner, item: WriteItem) -> Any:
     # The built-in planner keeps the original value; its resolve_data would torch.save it.
     lookup = getattr(planner, "lookup_object", None)
@@ -88,45 +84,108 @@ def _lookup(planner: SavePlanner, item: WriteItem) -> Any:
     return lookup(item.index)
 
 
-def _encode_item(item: WriteItem, planner: SavePlanner, values: dict[Any, list[Any]]) -> tuple[list[Any], Any]:
-    """The record's buffers (CRC-32 included) and the tensor they view (kept alive until written)."""
-    if item.type == WriteItemType.BYTE_IO:
-        return values[item.index], None
-    tensor = planner.resolve_data(item)
-    assert isinstance(tensor, torch.Tensor)
-    return _tensor_record(item.index.fqn, tensor)
+def tensor_header(dtype: str, shape: list[int], nbytes: int) -> bytes:
+    """A tensor record's bytes before its payload: kind, dtype, rank, dims, byte length, zero padding.
+
+    The generated codec encodes the same bytes (a test holds the two together); building them
+    here lets the payload go from tensor memory to the file once, checksummed on the way,
+    where the codec would take its CRC-32 over the whole payload before any byte is written.
+    """
+    head = struct.pack(f"<BBB{len(shape)}QQ", shard.RecordKind.TENSOR, shard.DType[dtype], len(shape), *shape, nbytes)
+    return head + bytes(-len(head) % ALIGN)
 
 
-def _write_file(path: Path, name: str, items: list[WriteItem], planner: SavePlanner, values: dict[Any, list[Any]],
-                sync: bool) -> list[WriteResult]:
-    results = []
-    # The next record is encoded (its CRC-32 computed) while this one is written: zlib and
-    # write() both release the GIL, so the checksum costs no time on two cores.
-    with open(path, "wb", buffering=0) as out, ThreadPoolExecutor(1) as encoder:
-        head = file_header(shard.MAGIC, shard.LATEST) + _COUNT.pack(len(items))
-        out.write(head)
-        pos = len(head)
-        ahead = [encoder.submit(_encode_item, item, planner, values) for item in items[:1]]
-        for index, item in enumerate(items):
-            parts, _keep = ahead.pop(0).result()
-            if index + 1 < len(items):
-                ahead.append(encoder.submit(_encode_item, items[index + 1], planner, values))
-            pad = -pos % ALIGN
-            if pad:
-                out.write(bytes(pad))
-                pos += pad
-            length = 0
-            for part in parts:
-                view = memoryview(part)
-                while view:  # write() may write less than asked
-                    view = view[out.write(view):]
-                length += len(part)
-            crc = _COUNT.unpack(parts[-1])[0]
-            results.append(WriteResult(index=item.index, size_in_bytes=length,
-                                       storage_data=InertStorageInfo(name, pos, length, crc32=crc)))
-            pos += length
+@dataclasses.dataclass
+class _Slot:
+    """Where one record goes in its file, and what is known of it before its tensor is resolved."""
+
+    item: WriteItem
+    offset: int
+    length: int
+    head: bytes  # a tensor record's header; a value's whole record, CRC-32 included
+
+
+def _layout(items: list[WriteItem], values: dict[Any, list[Any]]) -> tuple[bytes, list[_Slot]]:
+    """The file's header and every record's place, from the plan alone: dtype and shape are the write items'."""
+    head = file_header(shard.MAGIC, shard.LATEST) + _COUNT.pack(len(items))
+    pos = len(head)
+    slots = []
+    for item in items:
+        pos += -pos % ALIGN
+        if item.type == WriteItemType.BYTE_IO:
+            record = b"".join(values[item.index])
+            slots.append(_Slot(item, pos, len(record), record))
+        else:
+            assert item.tensor_data is not None
+            dtype = item.tensor_data.properties.dtype
+            shape = list(item.tensor_data.chunk.sizes)
+            nbytes = int(item.tensor_data.chunk.sizes.numel()) * dtype.itemsize
+            header = tensor_header(dtype_name(dtype, item.index.fqn), shape, nbytes)
+            slots.append(_Slot(item, pos, len(header) + nbytes + 4, header))
+        pos += slots[-1].length
+    return head, slots
+
+
+def _write_record(fd: int, slot: _Slot, planner: SavePlanner) -> int:
+    """Write one record at its place; return its CRC-32."""
+    if slot.item.type == WriteItemType.BYTE_IO:
+        os.pwrite(fd, slot.head, slot.offset)
+        return int(_COUNT.unpack(slot.head[-4:])[0])
+    fqn = slot.item.index.fqn
+    tensor = planner.resolve_data(slot.item)
+    assert isinstance(tensor, torch.Tensor) and slot.item.tensor_data is not None
+    if tensor.layout != torch.strided:
+        raise TypeError(f"{fqn}: {tensor.layout} tensors have no checkpoint encoding; densify them first")
+    planned = slot.item.tensor_data
+    if tensor.dtype != planned.properties.dtype or tensor.size() != planned.chunk.sizes:
+        raise ValueError(f"{fqn}: the planner resolved a {tuple(tensor.size())} {tensor.dtype} tensor, "
+                         f"the plan has {tuple(planned.chunk.sizes)} {planned.properties.dtype}")
+    _flat, data = tensor_bytes(tensor)
+    if len(data) < BLOCK:  # small: one write
+        record = slot.head + data.tobytes()
+        crc = crc32(record)
+        _pwrite_all(fd, record + _COUNT.pack(crc), slot.offset)
+        return crc
+    _pwrite_all(fd, slot.head, slot.offset)
+    crc = write_from(fd, slot.offset + len(slot.head), data, crc32(slot.head))
+    _pwrite_all(fd, _COUNT.pack(crc), slot.offset + slot.length - 4)
+    return crc
+
+
+def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:  # pwrite may write less than asked
+        written = os.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written
+
+
+def _write_files(root: Path, jobs: list[tuple[str, list[WriteItem]]], planner: SavePlanner,
+                 values: dict[Any, list[Any]], workers: int, sync: bool) -> list[WriteResult]:
+    """Every record of every file, written in place by ``workers`` threads, each file laid out first."""
+    files = []
+    try:
+        for name, items in jobs:
+            head, slots = _layout(items, values)
+            path = root / name
+            # A new file, not the old one truncated: ext4 writes back a file truncated and rewritten
+            # when it is closed (auto_da_alloc), and a reader that has the old file open keeps it whole.
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+            files.append((name, os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), head, slots))
+        with ThreadPoolExecutor(workers) as pool:
+            futures = [(name, slot, pool.submit(_write_record, fd, slot, planner))
+                       for name, fd, _, slots in files for slot in slots]
+            for _, fd, head, _ in files:
+                _pwrite_all(fd, head, 0)
+            results = [WriteResult(index=slot.item.index, size_in_bytes=slot.length,
+                                   storage_data=InertStorageInfo(name, slot.offset, slot.length, crc32=future.result()))
+                       for name, slot, future in futures]
         if sync:
-            os.fsync(out.fileno())
+            for _, fd, _, _ in files:
+                os.fsync(fd)
+    finally:
+        for _, fd, _, _ in files:
+            os.close(fd)
     return results
 
 
@@ -225,16 +284,7 @@ class FileSystemWriter(StorageWriter, _Stager):  # type: ignore[misc]
         else:
             groups = [[item] for item in plan.items]
         jobs = [(f"{prefix}{n}{SUFFIX}", group) for n, group in enumerate(groups)]
-        results: list[WriteResult] = []
-        if self.thread_count == 1 or len(jobs) == 1:
-            for name, group in jobs:
-                results += _write_file(self.path / name, name, group, planner, values, self.sync_files)
-        else:
-            with ThreadPoolExecutor(self.thread_count) as pool:
-                futures = [pool.submit(_write_file, self.path / name, name, group, planner, values, self.sync_files)
-                           for name, group in jobs]
-                for future in futures:
-                    results += future.result()
+        results = _write_files(self.path, jobs, planner, values, max(self.thread_count, _MIN_WORKERS), self.sync_files)
         done: Future[list[WriteResult]] = Future()
         done.set_result(results)
         return done
