@@ -72,10 +72,12 @@ class Frame:
             raise RuntimeError("the dump-shard codec copied a tensor payload; record frames cannot be built")
         for data in payloads:
             data.release()
-        #: The bytes after the global index up to the first payload, between payloads, and after the last one up to the CRC.
-        self.gaps = [segments[0][GLOBAL_INDEX_SIZE:], *segments[1:-1], segments[-1][:-CRC_SIZE]]
-        self.sizes = sizes
         self.length = sum(map(len, segments)) + sum(sizes)
+        self.sizes = sizes
+        # The bytes after the global index up to the first payload, between payloads, and after the last one up to the CRC.
+        segments[0] = segments[0][GLOBAL_INDEX_SIZE:]
+        segments[-1] = segments[-1][:-CRC_SIZE]
+        self.gaps = segments
 
     @staticmethod
     def payload_size(fields: Sequence[tuple[str, str, Sequence[int]]]) -> int:

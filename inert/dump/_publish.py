@@ -15,7 +15,7 @@ import os
 import shutil
 import uuid
 
-__all__ = ["staging_dir", "fsync_dir", "publish", "discard"]
+__all__ = ["staging_dir", "fsync_dir", "publish", "discard", "start_writeback"]
 
 _RENAME_NOREPLACE = 1
 _AT_FDCWD = -100
@@ -39,15 +39,23 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def _renameat2() -> object | None:
-    name = ctypes.util.find_library("c")
+def _libc(function: str) -> object | None:
+    name = ctypes.util.find_library("c") if os.name == "posix" else None
     if name is None:
         return None
-    libc = ctypes.CDLL(name, use_errno=True)
-    return getattr(libc, "renameat2", None)
+    return getattr(ctypes.CDLL(name, use_errno=True), function, None)
 
 
-_RENAMEAT2 = _renameat2() if os.name == "posix" else None
+_RENAMEAT2 = _libc("renameat2")
+_SYNC_FILE_RANGE = _libc("sync_file_range")
+_SYNC_FILE_RANGE_WRITE = 2
+
+
+def start_writeback(fd: int, offset: int, length: int) -> None:
+    """Start writing a range of ``fd`` to disk without waiting (Linux), so the final fsync has less left to wait for."""
+    if _SYNC_FILE_RANGE is not None:
+        # Advisory: a failure here only leaves the work to fsync, which reports any error.
+        _SYNC_FILE_RANGE(fd, ctypes.c_int64(offset), ctypes.c_int64(length), ctypes.c_uint(_SYNC_FILE_RANGE_WRITE))  # type: ignore[operator]
 
 
 def _rename_noreplace(src: str, dest: str) -> None:

@@ -341,6 +341,7 @@ def open_dump(dump_dir: str | os.PathLike[str], *, copy: bool = False) -> DumpRe
     return DumpReader(dump_dir, copy=copy)
 
 
+@paused_gc()
 def load(
     dump_dir: str | os.PathLike[str],
     *,
@@ -372,6 +373,6 @@ def load(
     >>> [(r.key, r.fields["x"].tolist(), r.tag) for r in loaded.rows]
     [('a', [1.0, 1.0], {'t': 1})]
     """
-    with paused_gc(), open_dump(dump_dir, copy=copy) as reader:
+    with open_dump(dump_dir, copy=copy) as reader:
         return reader.read(owners=owners, route=route, batch_rows=batch_rows, threads=threads, consume=consume)
 

@@ -17,9 +17,11 @@ from inert.codecs import dump_shard as shard_codec
 from inert.torch._compat import dtype_name
 from inert.torch._writer import tensor_bytes
 
+from ._frames import Frame
+from ._gc import paused_gc
 from ._manifest import FIRST_RECORD, MANIFEST_NAME
-from ._model import NESTED, DumpReport, FieldSpec, Row
-from ._publish import discard, publish, staging_dir
+from ._model import DENSE, NESTED, DumpReport, FieldSpec, Row
+from ._publish import discard, publish, staging_dir, start_writeback
 from ._schema import infer_schema, schema_entries
 
 __all__ = ["dump", "shard_name"]
@@ -28,8 +30,10 @@ _ALIGN = 64
 _COUNT_SIZE = 4
 #: Parts below this size are joined before writing.
 _SMALL = 4096
-#: Parts gathered before each write-out (bounds the memory held by joined headers).
-_BATCH_PARTS = 1024
+#: Bytes of records gathered before each write-out.
+_FLUSH_BYTES = 1 << 20
+#: Bytes written before their writeback is started (with ``sync``).
+_WRITEBACK_BYTES = 8 << 20
 
 
 def shard_name(owner: int) -> str:
@@ -85,33 +89,71 @@ def _field_error(exc: WriteTypeError | WriteValueError, row: Row, order: list[tu
     return type(exc)(exc.format, path, exc.reason)
 
 
-def _write_shard(path: str, rows: list[Row], orders: list[list[tuple[int, str]]], sync: bool) -> tuple[list[int], list[int]]:
+def _record_parts(
+    row: Row, order: list[tuple[int, str]], specs: list[FieldSpec], frames: dict[tuple[int, ...], Frame | None], keep: list[Any]
+) -> list[Any]:
+    """The encoded record of ``row`` as buffers; ``keep`` holds the contiguous copies its payloads point into.
+
+    Rows whose fields are all dense share the frame of their field set (one
+    codec call per set); any other row, or one the frame refuses, is encoded
+    by the codec, which also names what is wrong with it.
+    """
+    fields = tuple(index for index, _ in order)
+    if fields not in frames:
+        frames[fields] = None
+        if all(specs[index].layout == DENSE for index in fields):
+            layout = [(name, dtype_name(specs[index].dtype, name), specs[index].shape or ()) for index, name in order]
+            frames[fields] = Frame(layout)
+    frame = frames[fields]
+    if frame is not None:
+        values = [row.fields[name] for _, name in order]
+        if all(value.layout == torch.strided for value in values):
+            payloads = []
+            for value in values:
+                flat, data = tensor_bytes(value)
+                keep.append(flat)
+                payloads.append(data)
+            parts = frame.parts(row.global_index, payloads)
+            if parts is not None:
+                return parts
+    try:
+        return shard_codec.encode_record_parts(_row_value(row, order, keep))
+    except (WriteTypeError, WriteValueError) as exc:
+        raise _field_error(exc, row, order) from None
+
+
+def _write_shard(
+    path: str, rows: list[Row], orders: list[list[tuple[int, str]]], specs: list[FieldSpec], sync: bool
+) -> tuple[list[int], list[int]]:
     """Write one owner's shard file; return each record's offset and length."""
     offsets, lengths = [], []
+    frames: dict[tuple[int, ...], Frame | None] = {}
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
     try:
         head = file_header(shard_codec.MAGIC, shard_codec.LATEST) + len(rows).to_bytes(_COUNT_SIZE, "little")
         pending: list[Any] = [head]
-        pos = len(head)
+        pos = flushed = synced = len(head)
         keep: list[Any] = []
         for row, order in zip(rows, orders, strict=True):
             pad = -pos % _ALIGN
             if pad:
                 pending.append(bytes(pad))
                 pos += pad
-            try:
-                parts = shard_codec.encode_record_parts(_row_value(row, order, keep))
-            except (WriteTypeError, WriteValueError) as exc:
-                raise _field_error(exc, row, order) from None
+            parts = _record_parts(row, order, specs, frames, keep)
             length = sum(len(p) for p in parts)
             offsets.append(pos)
             lengths.append(length)
             pending.extend(parts)
             pos += length
-            if len(pending) >= _BATCH_PARTS:
+            # Written soon after the CRC-32 read them: the payloads are still in the CPU cache for the copy.
+            if pos - flushed >= _FLUSH_BYTES:
                 _write_all(fd, pending)
                 pending.clear()
                 keep.clear()
+                if sync and pos - synced >= _WRITEBACK_BYTES:
+                    start_writeback(fd, synced, pos - synced)  # the disk works while the next records are encoded
+                    synced = pos
+                flushed = pos
         _write_all(fd, pending)
         if sync:
             os.fsync(fd)
@@ -131,6 +173,7 @@ def _key_entry(row: Row, order: list[tuple[int, str]], specs: list[FieldSpec]) -
     }
 
 
+@paused_gc()
 def dump(
     rows: Iterable[Row],
     dump_dir: str | os.PathLike[str],
@@ -182,7 +225,7 @@ def dump(
             futures = [
                 pool.submit(
                     _write_shard, os.path.join(staging, shard_name(owner)),
-                    [rows[i] for i in by_owner[owner]], [orders[i] for i in by_owner[owner]], sync,
+                    [rows[i] for i in by_owner[owner]], [orders[i] for i in by_owner[owner]], specs, sync,
                 )
                 for owner in owner_ids
             ]
