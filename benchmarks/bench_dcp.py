@@ -1,20 +1,26 @@
 """Inert's DCP storage layer against PyTorch's own, measured side by side in one run.
 
-    python benchmarks/bench_dcp.py [--gib 1.0] [--repeat 3]
+    python benchmarks/bench_dcp.py [--gib 1.0] [--repeat 5] [--only dcp|tensors|metadata] [--stdlib-crc]
 
 (a) ``dcp.save``/``dcp.load`` of a state of about 1 GiB (64 float32 and bf16
     parameters with Adam's exp_avg, exp_avg_sq and step, plus param_groups) with
     ``inert.torch`` versus ``torch.distributed.checkpoint``'s FileSystemWriter/Reader.
     Both write with ``sync_files=False`` (fsync measures the disk, not the format)
-    and read from a warm page cache; Inert verifies every CRC-32.
-(b) reading the same tensors: Inert's record reader versus safetensors ``load_file``
-    plus materializing (a copy into preallocated tensors, as a load does) and versus
-    ``np.fromfile`` of the raw bytes (the memory-bandwidth limit here).
+    and read from a warm page cache; Inert verifies every CRC-32 (and is also timed without).
+(b) reading the parameters alone: ``dcp.load`` with Inert, with CRC-32 verification and
+    without (safetensors verifies nothing: without is the like-for-like figure), versus
+    safetensors ``load_file`` plus materializing (a copy into preallocated tensors, as a
+    load does) and versus ``np.fromfile`` of the raw bytes (the memory-bandwidth limit here).
 (c) ``loads_metadata`` of a synthetic 70B-parameter model with Adam sharded 64 ways
     (about 2,900 entries and 140,000 chunks) versus ``pickle.loads`` of the same
     ``Metadata``, with both encoded sizes.
 
-Ratios above 1 favour Inert.  Times are the best of ``--repeat`` runs.
+Ratios above 1 favour Inert.  Runs take turns (every one sees the same background
+load); each time is the best of ``--repeat`` runs, with the ratio of medians beside it.
+The CRC-32 is computed by zlib-ng or isal when installed (``--stdlib-crc``: by zlib).
+torch's own copies (PyTorch's reader, the safetensors copy) split across torch's intra-op
+threads, which stall whenever another process holds a core: ``--torch-threads 1`` keeps
+those baselines steady on a shared machine.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import os
 import pickle
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 import warnings
@@ -33,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import safetensors
 import torch
 import torch.distributed.checkpoint as dcp
 from safetensors.torch import load_file, save_file
@@ -45,8 +53,7 @@ from torch.distributed.checkpoint.metadata import (
     TensorStorageMetadata,
 )
 
-import inert.torch as it
-from inert.torch._metadata import InertStorageInfo
+from inert.torch._metadata import InertStorageInfo  # inert.torch itself: in main(), after --stdlib-crc
 
 warnings.filterwarnings("ignore")
 
@@ -58,6 +65,15 @@ def best(fn: Callable[[], Any], repeat: int) -> float:
         fn()
         times.append(time.perf_counter() - start)
     return min(times)
+
+
+def interleaved(runs: dict[str, Callable[[], Any]], repeat: int) -> dict[str, list[float]]:
+    """Each run's times, taken in turns: on a shared machine, every run sees the same background load."""
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(repeat):
+        for name, fn in runs.items():
+            times[name].append(best(fn, 1))
+    return times
 
 
 def make_state(gib: float) -> dict[str, Any]:
@@ -103,24 +119,23 @@ def bench_dcp(root: Path, repeat: int, gib: float) -> dict[str, float]:
         "torch": (lambda p: dcp.FileSystemWriter(p, sync_files=False), dcp.FileSystemReader),
         "inert": (lambda p: it.FileSystemWriter(p, sync_files=False), it.FileSystemReader),
     }
-    times: dict[str, list[float]] = {}
-    # Interleaved: on a shared machine, both sides see the same background load.
-    for _ in range(repeat):
-        for name, (writer, reader) in kinds.items():
-            path = root / name
-            save = lambda: dcp.save(state, storage_writer=writer(path), no_dist=True)  # noqa: B023, E731
-            load = lambda: dcp.load(target, storage_reader=reader(path), no_dist=True)  # noqa: B023, E731
-            times.setdefault(f"save_{name}", []).append(best(save, 1))
-            times.setdefault(f"load_{name}", []).append(best(load, 1))
+    runs: dict[str, Callable[[], Any]] = {}
+    for name, (writer, reader) in kinds.items():
+        path = root / name
+        runs[f"save_{name}"] = lambda w=writer, p=path: dcp.save(state, storage_writer=w(p), no_dist=True)
+        runs[f"load_{name}"] = lambda r=reader, p=path: dcp.load(target, storage_reader=r(p), no_dist=True)
+    unchecked = it.FileSystemReader(root / "inert", verify_checksums=False)
+    runs["load_unchecked"] = lambda: dcp.load(target, storage_reader=unchecked, no_dist=True)
+    times = interleaved(runs, repeat)
     results = {key: min(values) for key, values in times.items()}
     medians = {key: statistics.median(values) for key, values in times.items()}
     for op in ("save", "load"):
         t, i = results[f"{op}_torch"], results[f"{op}_inert"]
         print(f"    {op}: torch {t:.3f} s ({size / t / 1e9:.2f} GB/s)   inert {i:.3f} s ({size / i / 1e9:.2f} GB/s)"
               f"   ratio {t / i:.2f}x (of medians {medians[f'{op}_torch'] / medians[f'{op}_inert']:.2f}x)")
-    nocheck = best(lambda: dcp.load(target, storage_reader=it.FileSystemReader(root / "inert", verify_checksums=False),
-                                    no_dist=True), repeat)
-    print(f"    load without CRC-32 verification: {nocheck:.3f} s (checksums cost {results['load_inert'] / nocheck - 1:+.0%})")
+    nocheck = results["load_unchecked"]
+    print(f"    inert load without CRC-32 verification: {nocheck:.3f} s, median {medians['load_unchecked']:.3f} s"
+          f" (checksums cost {results['load_inert'] / nocheck - 1:+.0%})")
     return results
 
 
@@ -147,10 +162,25 @@ def bench_tensors(root: Path, repeat: int) -> None:
     def fromfile() -> None:
         np.fromfile(raw, dtype=np.uint8)
 
-    s, i, f = best(safetensors_read, repeat), best(inert_read, repeat), best(fromfile, repeat)
-    print(f"    inert (dcp.load, CRC-32 on) {i:.3f} s ({size / i / 1e9:.2f} GB/s)   safetensors load_file+copy {s:.3f} s"
-          f" ({size / s / 1e9:.2f} GB/s)   np.fromfile {f:.3f} s ({size / f / 1e9:.2f} GB/s)")
-    print(f"    ratio vs safetensors {s / i:.2f}x   inert time / np.fromfile time {i / f:.2f}")
+    def inert_unchecked() -> None:
+        dcp.load(dest, storage_reader=it.FileSystemReader(root / "t_inert", verify_checksums=False), no_dist=True)
+
+    runs: dict[str, Callable[[], Any]] = {"inert": inert_read, "unchecked": inert_unchecked,
+                                          "safetensors": safetensors_read, "fromfile": fromfile}
+    times = interleaved(runs, repeat)
+    b = {k: min(v) for k, v in times.items()}
+    m = {k: statistics.median(v) for k, v in times.items()}
+
+    def line(label: str, key: str) -> str:
+        return f"{label} {b[key]:.3f} s ({size / b[key] / 1e9:.2f} GB/s, median {m[key]:.3f} s)"
+
+    print("    " + line("inert dcp.load, CRC-32 verified", "inert"))
+    print("    " + line("inert dcp.load, no verification", "unchecked"))
+    print("    " + line("safetensors load_file+copy (verifies nothing)", "safetensors"))
+    print("    " + line("np.fromfile of the raw bytes", "fromfile"))
+    for label, key in (("unchecked (like for like: safetensors checks no checksum)", "unchecked"), ("CRC-32 verified", "inert")):
+        print(f"    {label}: {b['safetensors'] / b[key]:.2f}x safetensors (of medians {m['safetensors'] / m[key]:.2f}x),"
+              f" {b[key] / b['fromfile']:.2f}x np.fromfile's time (of medians {m[key] / m['fromfile']:.2f}x)")
 
 
 def synthetic_70b() -> Metadata:
@@ -224,7 +254,16 @@ def main() -> None:
     parser.add_argument("--gib", type=float, default=1.0)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--only", choices=("dcp", "tensors", "metadata"))
+    parser.add_argument("--stdlib-crc", action="store_true", help="checksum with zlib even if zlib-ng or isal is installed")
+    parser.add_argument("--torch-threads", type=int, help="torch.set_num_threads (torch's copies: 1 where other processes load the cores)")
     args = parser.parse_args()
+    if args.torch_threads:
+        torch.set_num_threads(args.torch_threads)
+    if args.stdlib_crc:
+        sys.modules["zlib_ng"] = sys.modules["isal"] = None  # type: ignore[assignment]
+    global it
+    import inert.torch as it
+    from inert.torch._payload import CRC32_IMPLEMENTATION
     torch.manual_seed(0)
     root = Path(tempfile.mkdtemp(prefix="inert-bench-"))
     try:
@@ -236,7 +275,9 @@ def main() -> None:
             bench_tensors(root, args.repeat)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    print(f"torch {torch.__version__}, {os.cpu_count()} CPUs")
+    print(f"torch {torch.__version__} ({torch.get_num_threads()} intra-op threads), safetensors {safetensors.__version__},"
+          f" {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f},"
+          f" CRC-32 by {CRC32_IMPLEMENTATION}")
 
 
 if __name__ == "__main__":

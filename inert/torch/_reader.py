@@ -155,6 +155,27 @@ class _Buffers:
                 self._free.pop(min(range(len(self._free)), key=lambda i: self._free[i].numel()))
 
 
+class _HeaderBuffers:
+    """Per thread, an anonymous mapping as long as the longest record seen, for decoding headers.
+
+    The codec decodes a record whole; a large tensor record's header is read into the start of
+    this buffer and decoded from a view of the record's length.  Only the first page is ever
+    written, so the rest costs address space, not memory; what lies past the header is never
+    read as payload (the payload goes straight into its destination, and a bool record, whose
+    bytes the codec checks one by one, takes the whole-record path).
+    """
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def view(self, length: int) -> memoryview:
+        buffer = getattr(self._local, "buffer", None)
+        if buffer is None or len(buffer) < length:
+            buffer = mmap.mmap(-1, max(length, 2 * len(buffer) if buffer is not None else length))
+            self._local.buffer = buffer
+        return memoryview(buffer)[:length]
+
+
 class FileSystemReader(StorageReader):
     """Drop-in for ``torch.distributed.checkpoint.FileSystemReader`` reading Inert's formats.
 
@@ -179,6 +200,7 @@ class FileSystemReader(StorageReader):
         self.max_metadata_size = max_metadata_size
         self.storage_data: dict[Any, InertStorageInfo] = {}
         self.metadata: Metadata | None = None
+        self._scratch = _HeaderBuffers()
         self.load_id = str(uuid.uuid4())
         self.rank: int | None = None
         self.use_collectives = True
@@ -286,9 +308,9 @@ class FileSystemReader(StorageReader):
     ) -> torch.Tensor | None:
         """A whole record read straight into a contiguous CPU destination, checksummed block by block.
 
-        The header is decoded first, from a buffer of the record's length that holds only the
-        header's bytes (an anonymous mapping: the payload's pages are never touched), and the
-        dtype and shape are checked before any payload byte is read.  ``None``: this record takes
+        The header is decoded first, by the codec, from a buffer of the record's length that holds
+        only the header's bytes (see ``_HeaderBuffers``), and the dtype and shape are checked
+        before any payload byte is read.  ``None``: this record takes
         the general path (its destination is a part, on another device, or a bool tensor, whose
         bytes the codec checks one by one).
         """
@@ -299,12 +321,11 @@ class FileSystemReader(StorageReader):
         if (target.device.type != "cpu" or not target.is_contiguous() or target.is_conj() or target.is_neg()
                 or target.dtype != expected or any(item.storage_offsets)):
             return None
-        scratch = mmap.mmap(-1, info.length)
-        head = min(info.length, _HEAD_MAX)
-        _read_exact(fd, memoryview(scratch)[:head], info.offset, name)
+        scratch = self._scratch.view(info.length)
+        _read_exact(fd, scratch[: min(info.length, _HEAD_MAX)], info.offset, name)
         stored = _CRC.unpack_from(_read_tail(fd, info, name))[0]
         try:
-            record = self._decode(memoryview(scratch), name, item, info, False)
+            record = self._decode(scratch, name, item, info, False)
             body = record["body"]
             if stored != info.crc32:
                 raise ChecksumError("checkpoint-shard", info.offset + info.length - 4, item.storage_index.fqn,
@@ -318,7 +339,7 @@ class FileSystemReader(StorageReader):
             return None
         nbytes = len(body["data"])
         start = info.length - 4 - nbytes
-        crc = crc32(memoryview(scratch)[:start]) if self.verify_checksums else None
+        crc = crc32(scratch[:start]) if self.verify_checksums else None
         del record, body
         if nbytes:
             crc = read_into(fd, info.offset + start, byte_view(target), crc, name)
