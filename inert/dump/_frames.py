@@ -18,12 +18,12 @@ dump of many such rows costs one codec call per layout instead of one per row:
 from __future__ import annotations
 
 import mmap
-import zlib
 from collections.abc import Sequence
 from typing import Any
 
 from inert._checks import checkpoint_itemsize
 from inert.codecs import dump_shard as shard_codec
+from inert.torch._payload import crc32
 
 __all__ = ["Frame", "GLOBAL_INDEX_SIZE", "CRC_SIZE"]
 
@@ -95,9 +95,9 @@ class Frame:
         if [len(data) for data in payloads] != self.sizes:
             return None
         out: list[Any] = [global_index.to_bytes(GLOBAL_INDEX_SIZE, "little") + self.gaps[0]]
-        crc = zlib.crc32(out[0])
+        crc = crc32(out[0])
         for data, gap in zip(payloads, self.gaps[1:], strict=True):
-            crc = zlib.crc32(gap, zlib.crc32(data, crc))  # releases the GIL on large payloads
+            crc = crc32(gap, crc32(data, crc))  # releases the GIL on large payloads
             out += (data, gap)
         out.append(crc.to_bytes(CRC_SIZE, "little"))
         return out
@@ -117,6 +117,6 @@ class Frame:
         end = self.length - CRC_SIZE
         if record[pos:end].tobytes() != self.gaps[-1]:
             return None
-        if zlib.crc32(record[:end]) != int.from_bytes(record[end:], "little"):
+        if crc32(record[:end]) != int.from_bytes(record[end:], "little"):
             return None
         return views
