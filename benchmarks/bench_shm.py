@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from inert.codecs import shm_message, shm_samples_meta
 from inert.spec import FORMATS
 from inert.spec._grammar import interpret_decode, interpret_encode
@@ -94,6 +95,11 @@ IMAGE_BYTES = 224 * 224 * 3
 ALIGNED = (IMAGE_BYTES + 127) // 128 * 128
 
 
+def _images(count: int) -> list[np.ndarray]:
+    """``count`` uint8 images (views of one zero byte: shapes and dtypes without the memory)."""
+    return [np.broadcast_to(np.uint8(0), IMAGE) for _ in range(count)]
+
+
 @dataclass
 class Message:
     name: str
@@ -142,7 +148,9 @@ MESSAGES = [
                 for i in range(SAMPLES)
             ]
         },
-        [SampleMeta(i * ALIGNED, IMAGE, "|u1", IMAGE_BYTES) for i in range(SAMPLES)],
+        # As DALI builds them from the batch's arrays: each sample has its own shape tuple and
+        # dtype string (pickle would share one object met twice, which real batches do not have).
+        [SampleMeta(i * ALIGNED, a.shape, a.dtype.str, a.nbytes) for i, a in enumerate(_images(SAMPLES))],
     ),
 ]
 

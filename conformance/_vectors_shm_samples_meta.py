@@ -241,6 +241,23 @@ def build() -> Corpus:
         [{"reject": "truncated"}, {"reject": "unknown-tag"}],
     )
 
+    # A top-level array cut short: one sample declared, so the count fits what is left.
+    whole = array("<f4", [2, 3]).data
+    c.reject("ArrayCutInHeader", "one array declared, cut inside its offset and nbytes", u64(1) + whole[:11], "truncated")
+    c.reject("ArrayCutInDtype", "one array declared, cut inside its dtype", u64(1) + whole[:22], "truncated")
+
+    # The faults of an array one level down, inside a tuple: a reader must find them at any depth.
+    deeper = [
+        ("DtypeOverLengthLimit", "a dtype too long", array("|u1", [4], raw_dtype=b"<" * (MAX_DTYPE_LEN + 1)), "limit"),
+        ("DtypeNotUtf8", "a dtype that is not UTF-8", array("|u1", [4], raw_dtype=b"<f\xff"), "invalid-value"),
+        ("DtypeRefused", "an object dtype", array("|u1", [4], raw_dtype=b"|O"), "invalid-value"),
+        ("NdimOverLimit", f"an array of {MAX_NDIM + 1} dimensions", array("<f4", [1] * (MAX_NDIM + 1)), "limit"),
+        ("NbytesTooSmall", "nbytes one less than shape and dtype give", array("<f4", [2, 3], nbytes=23), "invalid-value"),
+        ("OffsetMisaligned", "a float32 array at offset 2", array("<f4", [1], offset=2), "invalid-value"),
+    ]
+    for label, what, sample, kind in deeper:
+        c.reject(f"Nested{label}", f"inside a tuple: {what}", batch([group("TUPLE", [sample])]).data, kind)
+
     # Order: a record's rules run once all its fields are read.
     cut = batch([array("|u1", [4], raw_dtype=b"|O")]).data[:-1]
     c.reject(

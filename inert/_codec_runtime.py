@@ -29,6 +29,8 @@ from inert._errors import (
 
 __all__ = [
     "as_buffer",
+    "private_bytes",
+    "cached_text",
     "truncated",
     "as_int",
     "as_float",
@@ -57,6 +59,26 @@ def as_buffer(data: Any) -> bytes | bytearray | memoryview:
             return data.cast("B") if data.c_contiguous else memoryview(data.tobytes())
         return data
     raise TypeError(f"decode() takes bytes, bytearray or memoryview, not {type(data).__name__}")
+
+
+def private_bytes(data: Any) -> bytes:
+    """A private copy of a message: what a peer writes to shared memory meanwhile changes nothing read."""
+    return bytes(as_buffer(data))
+
+
+#: Most distinct short strings a module's reader remembers (hostile input cannot grow it further).
+TEXT_CACHE_SIZE = 256
+
+
+def cached_text(cache: dict[bytes, str], raw: bytes) -> str:
+    """``raw`` decoded as UTF-8 (``UnicodeDecodeError`` if it is not), remembered while ``cache`` has room.
+
+    Short strings that repeat through a message (a batch's dtypes) are decoded once.
+    """
+    text = str(raw, "utf-8")
+    if len(cache) < TEXT_CACHE_SIZE:
+        cache[raw] = text
+    return text
 
 
 def truncated(fmt: str, buf: Any, base: int, layout: tuple[tuple[int, int, str, Any], ...]) -> InertError:

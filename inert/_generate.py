@@ -46,6 +46,8 @@ if not CODECS_DIR.is_dir():  # installed: the codecs live inside the package
     CODECS_DIR = Path(__file__).resolve().parent / "codecs"
 
 _FIXED = (Scalar, Bool8, Tag)
+#: Strings up to this many bytes (a dtype, say) are decoded once per module and remembered.
+_CACHED_TEXT_MAX = 16
 #: Scalar arrays up to this many elements get one precompiled Struct per count.
 _PRECOMPILED_MAX = 256
 
@@ -67,6 +69,9 @@ def _code(sub: Any) -> str:
         return str(sub.scalar.code)
     return str(sub.code)
 _THIS_RE = re.compile(r"this\['(\w+)'\]")
+#: ``this.<field>`` in the quick test of a rule (``inert._checks.fast_accept``).
+_THIS_ATTR_RE = re.compile(r"\bthis\.(\w+)")
+_CHECKS_ATTR_RE = re.compile(r"\b_checks\.\w+")
 
 
 def _spec_hash(fmt: Format) -> str:
@@ -107,6 +112,43 @@ def _nested_declarations(fmt: Format) -> set[int]:
     return nested
 
 
+def _called_declarations(fmt: Format) -> set[int]:
+    """ids of the Records and Unions read by calling their reader function.
+
+    Those are a format's versions and parts, the targets of a Recursive, and any declaration used
+    in more than one place; the readers of the others are inlined where they are used (once), so
+    the code grows with the grammar, and the corpus can reach every line of it.
+    """
+    tops = [*fmt.versions.values(), *(con for versions in fmt.parts.values() for con in versions.values())]
+    called = {id(con) for con in tops}
+    uses: dict[int, int] = {}
+    seen: set[int] = set()
+    stack: list[Any] = list(tops)
+    while stack:
+        con = stack.pop()
+        if id(con) in seen:
+            continue
+        seen.add(id(con))
+        if isinstance(con, Union):  # its cases are read inline by the union's own code
+            stack += [case for case in con.cases.values() if case is not None]
+            continue
+        if isinstance(con, Record):
+            children = [sub for _, sub in con.fields]
+        elif isinstance(con, (Array, Optional)):
+            children = [con.element]
+        else:
+            children = []
+        for child in children:
+            if isinstance(child, Recursive):
+                called.add(id(_target(child)))
+                stack.append(_target(child))
+                continue
+            if isinstance(child, (Record, Union)):
+                uses[id(child)] = uses.get(id(child), 0) + 1
+            stack.append(child)
+    return called | {key for key, count in uses.items() if count > 1}
+
+
 class _Module:
     """The text of one generated module, built declaration by declaration."""
 
@@ -120,6 +162,7 @@ class _Module:
         self.functions: list[str] = []
         self._pending: list[tuple[str, Any]] = []
         self.nested = _nested_declarations(fmt)
+        self.called = _called_declarations(fmt)
 
     # -- shared pieces -------------------------------------------------
     def const(self, source: str, hint: str) -> str:
@@ -139,22 +182,24 @@ class _Module:
         return f"_checks.{fn.__name__}"
 
     def reader(self, con: Record | Union) -> str:
+        """The name of ``con``'s reader function, emitted once something calls it."""
         if id(con) not in self.readers:
-            name = f"_read_{con.typename}"
-            self.readers[id(con)] = name
-            self.writers[id(con)] = f"_write_{con.typename}"
-            self._pending.append(("pair", con))
+            self.readers[id(con)] = f"_read_{con.typename}"
+            self._pending.append(("read", con))
         return self.readers[id(con)]
 
     def writer(self, con: Record | Union) -> str:
-        self.reader(con)
+        """The name of ``con``'s writer function, emitted once something calls it."""
+        if id(con) not in self.writers:
+            self.writers[id(con)] = f"_write_{con.typename}"
+            self._pending.append(("write", con))
         return self.writers[id(con)]
 
     def drain(self) -> None:
         while self._pending:
-            _, con = self._pending.pop(0)
-            self.functions.append(_ReadEmitter(self).function(con))
-            self.functions.append(_WriteEmitter(self).function(con))
+            kind, con = self._pending.pop(0)
+            emitter = _ReadEmitter(self) if kind == "read" else _WriteEmitter(self)
+            self.functions.append(emitter.function(con))
 
 
 def _target(con: Recursive) -> Record | Union:
@@ -167,6 +212,29 @@ def _target(con: Recursive) -> Record | Union:
 def _item_path(path: str, index: str) -> str:
     """The Python expression of the path of element ``index`` of the array at ``path``."""
     return f"{path} + '[' + str({index}) + ']'"
+
+
+def _recurses(con: Any) -> bool:
+    """Whether reading ``con`` can reach a Recursive."""
+    if isinstance(con, Recursive):
+        return True
+    if isinstance(con, Record):
+        return any(_recurses(sub) for _, sub in con.fields)
+    if isinstance(con, (Array, Optional)):
+        return _recurses(con.element)
+    if isinstance(con, Union):
+        return any(_recurses(case) for case in con.cases.values() if case is not None)
+    return False
+
+
+def _leaf_cases(element: Any) -> list[tuple[enum.IntEnum, Record | None]]:
+    """The cases of a recursive union, tagged by one byte, whose reads do not recurse (read inline)."""
+    if not isinstance(element, Recursive):
+        return []
+    target = _target(element)
+    if not isinstance(target, Union) or target.tag.scalar.code != "B":
+        return []
+    return [(member, case) for member, case in target.cases.items() if not _recurses(case)]
 
 
 class _ReadEmitter:
@@ -196,21 +264,28 @@ class _ReadEmitter:
             self.union(con, 1)
         return "\n".join(self.lines)
 
-    def union(self, con: Union, ind: int) -> None:
+    def union(self, con: Union, ind: int, local: str | None = None) -> None:
+        """Read a union: returned from the function, or, inlined, assigned to ``local``."""
         tag = self.fresh("tag")
         start = self.fresh("start")
         self.emit(ind, f"{start} = off")
         self.scalar_read(con.tag.scalar, tag, repr(con.tag_field), ind)
         enum_name = self.mod.enum(con.tag.enum_cls)
-        for member, case in con.cases.items():
-            self.emit(ind, f"if {tag} == {int(member)}:")
-            fields = {con.tag_field: f"_{enum_name}_{member.name}"}
-            result = self.record(case, ind + 1, fields) if case is not None else self.dict_literal(fields)
-            self.emit(ind + 1, f"return {result}, off")
-        self.emit(
-            ind,
-            f"raise UnknownTagError(FORMAT, {start}, {con.tag_field!r}, f\"unknown {enum_name} {{{tag}}}\")",
-        )
+        for i, (member, case) in enumerate(con.cases.items()):
+            self.emit(ind, f"{'elif' if i and local else 'if'} {tag} == {int(member)}:")
+            result = self.case(con, member, case, ind + 1)
+            self.emit(ind + 1, f"return {result}, off" if local is None else f"{local} = {result}")
+        raise_unknown = f"raise UnknownTagError(FORMAT, {start}, {con.tag_field!r}, f\"unknown {enum_name} {{{tag}}}\")"
+        if local is None:
+            self.emit(ind, raise_unknown)
+        else:
+            self.emit(ind, "else:")
+            self.emit(ind + 1, raise_unknown)
+
+    def case(self, con: Union, member: enum.IntEnum, case: Record | None, ind: int) -> str:
+        """Emit the reads of one case of a union, its tag already read; return the expression of its dict."""
+        fields = {con.tag_field: f"_{self.mod.enum(con.tag.enum_cls)}_{member.name}"}
+        return self.record(case, ind, fields) if case is not None else self.dict_literal(fields)
 
     @staticmethod
     def dict_literal(fields: dict[str, str]) -> str:
@@ -260,8 +335,18 @@ class _ReadEmitter:
                     self.emit(ind + 1, f"raise InvalidValueError(FORMAT, {start}, {check.field!r}, {check.reason!r})")
                 else:
                     fault = self.fresh("fault")
-                    self.emit(ind, f"{fault} = {self.mod.check(check.check)}({out}, ctx)")
-                    self.emit(ind, f"if {fault} is not None:")
+                    accept = getattr(check.check, "accept", None)
+                    if accept is None:
+                        self.emit(ind, f"{fault} = {self.mod.check(check.check)}({out}, ctx)")
+                        self.emit(ind, f"if {fault} is not None:")
+                        self.emit(ind + 1, f"raise InvalidValueError(FORMAT, {start}, {fault}[0], {fault}[1])")
+                        continue
+                    # The rule's quick test inline, the call only for its error: the test holds exactly
+                    # when the rule accepts (a test that refuses more would fail here on None).
+                    test = _THIS_ATTR_RE.sub(lambda m: fields[m.group(1)], accept)
+                    test = _CHECKS_ATTR_RE.sub(lambda m: self.mod.const(m.group(0), "C"), test)  # one global load
+                    self.emit(ind, f"if not ({test}):")
+                    self.emit(ind + 1, f"{fault} = {self.mod.check(check.check)}({out}, ctx)")
                     self.emit(ind + 1, f"raise InvalidValueError(FORMAT, {start}, {fault}[0], {fault}[1])")
             return out
         return result
@@ -321,21 +406,25 @@ class _ReadEmitter:
 
         ``prefix`` names a local that already holds the length prefix of a Utf8 or Array.
         """
-        if isinstance(sub, (Record, Union)):
+        if isinstance(sub, (Record, Union)) and id(sub) in self.mod.called:
             err = self.fresh("exc")
             self.emit(ind, "try:")
             self.emit(ind + 1, f"{local}, off = {self.mod.reader(sub)}(buf, off, depth, ctx)")
             self.emit(ind, f"except InertError as {err}:")
             self.emit(ind + 1, f"raise {err}.within({path}) from None")
-        elif isinstance(sub, Recursive):
-            if self.nested or sub.max_depth < 1:
-                self.emit(ind, f"if depth >= {sub.max_depth}:")
-                self.emit(ind + 1, f"raise LimitError(FORMAT, off, {path}, \"nesting exceeds max_depth({sub.max_depth})\")")
+        elif isinstance(sub, (Record, Union)):
+            # Used here only: inlined, as a call per nested record costs more than its reads.
             err = self.fresh("exc")
             self.emit(ind, "try:")
-            self.emit(ind + 1, f"{local}, off = {self.mod.reader(_target(sub))}(buf, off, depth + 1, ctx)")
+            if isinstance(sub, Record):
+                self.emit(ind + 1, f"{local} = {self.record(sub, ind + 1, {})}")
+            else:
+                self.union(sub, ind + 1, local)
             self.emit(ind, f"except InertError as {err}:")
             self.emit(ind + 1, f"raise {err}.within({path}) from None")
+        elif isinstance(sub, Recursive):
+            self.depth_check(sub, path, ind)
+            self.recursive_call(sub, local, path, ind)
         elif isinstance(sub, Scalar):
             self.scalar_read(sub, local, path, ind)
         elif isinstance(sub, Utf8):
@@ -362,6 +451,18 @@ class _ReadEmitter:
             self.value(sub.element, local, path, ind + 1)
         else:
             raise TypeError(f"the generator cannot read {type(sub).__name__}")
+
+    def depth_check(self, sub: Recursive, path: str, ind: int) -> None:
+        if self.nested or sub.max_depth < 1:
+            self.emit(ind, f"if depth >= {sub.max_depth}:")
+            self.emit(ind + 1, f"raise LimitError(FORMAT, off, {path}, \"nesting exceeds max_depth({sub.max_depth})\")")
+
+    def recursive_call(self, sub: Recursive, local: str, path: str, ind: int) -> None:
+        err = self.fresh("exc")
+        self.emit(ind, "try:")
+        self.emit(ind + 1, f"{local}, off = {self.mod.reader(_target(sub))}(buf, off, depth + 1, ctx)")
+        self.emit(ind, f"except InertError as {err}:")
+        self.emit(ind + 1, f"raise {err}.within({path}) from None")
 
     def _counted(self, prefix_con: Scalar, prefix: str | None, path: str, ind: int) -> tuple[str, str]:
         """The local holding a length/count prefix, and the expression of the prefix's offset."""
@@ -434,7 +535,13 @@ class _ReadEmitter:
         self.emit(ind + 1, f"raise TruncatedError(FORMAT, off, {path}, f\"{{{length}}} bytes needed, {{n - off}} present\")")
         err = self.fresh("exc")
         self.emit(ind, "try:")
-        self.emit(ind + 1, f"{local} = str(buf[off:off + {length}], 'utf-8')")
+        if self.mod.fmt.magic is None and sub.max_len <= _CACHED_TEXT_MAX:
+            # A message's input is bytes (decode copies anything else), so its slices can be keys.
+            cache = self.mod.const("dict[bytes, str]()", "TEXT")
+            raw = f"buf[off:off + {length}]"
+            self.emit(ind + 1, f"{local} = {cache}.get({raw}) or cached_text({cache}, {raw})")
+        else:
+            self.emit(ind + 1, f"{local} = str(buf[off:off + {length}], 'utf-8')")
         self.emit(ind, f"except UnicodeDecodeError as {err}:")
         self.emit(ind + 1, f"raise InvalidValueError(FORMAT, off + {err}.start, {path}, \"invalid UTF-8\") from None")
         self.emit(ind, f"off += {length}")
@@ -469,7 +576,29 @@ class _ReadEmitter:
         index, item = self.fresh("i"), self.fresh("item")
         self.emit(ind, f"{local} = []")
         self.emit(ind, f"for {index} in range({count}):")
-        self.value(element, item, _item_path(path, index), ind + 1)
+        # Only where the loop is outside the union's own reader: one inlined copy beside the reader's.
+        leaves = [] if self.nested else _leaf_cases(element)
+        if not leaves:
+            self.value(element, item, _item_path(path, index), ind + 1)
+        else:
+            # A recursive union's cases that do not recurse are read here, not by a call per element
+            # (a batch's arrays, say); the tag is peeked, and every other byte goes to the union's reader.
+            assert isinstance(element, Recursive)
+            target = _target(element)
+            item_path = _item_path(path, index)
+            self.depth_check(element, item_path, ind + 1)
+            peek = self.fresh("peek")
+            self.emit(ind + 1, f"{peek} = buf[off] if off < n else -1")
+            for i, (member, case) in enumerate(leaves):
+                err = self.fresh("exc")
+                self.emit(ind + 1, f"{'elif' if i else 'if'} {peek} == {int(member)}:")
+                self.emit(ind + 2, "try:")
+                self.emit(ind + 3, "off += 1")
+                self.emit(ind + 3, f"{item} = {self.case(target, member, case, ind + 3)}")
+                self.emit(ind + 2, f"except InertError as {err}:")
+                self.emit(ind + 3, f"raise {err}.within({item_path}) from None")
+            self.emit(ind + 1, "else:")
+            self.recursive_call(element, item, item_path, ind + 2)
         self.emit(ind + 1, f"{local}.append({item})")
 
 
@@ -652,7 +781,9 @@ from inert._codec_runtime import (
     as_int,
     as_list,
     as_text,
+    cached_text,
     for_version,
+    private_bytes,
     tag_member,
     truncated,
 )
@@ -686,8 +817,8 @@ _WRITERS = {writers}
 
 def decode(data: Buffer, *, version: int = LATEST{param_sig}) -> Any:
     """Decode one ``{name}`` value; raise an ``InertError`` subclass on any fault."""
-    buf = as_buffer(data)
-    reader = for_version(FORMAT, _READERS, version)
+    buf = data if data.__class__ is bytes else private_bytes(data)
+    reader = {latest_reader} if version == LATEST else for_version(FORMAT, _READERS, version)
     value, off = reader(buf, 0, 0, {ctx})
     if off != len(buf):
         raise TrailingBytesError(FORMAT, off, "", f"{{len(buf) - off}} bytes after the end of the value")
@@ -751,8 +882,8 @@ _{upper}_WRITERS = {writers}
 
 def decode_{part}(data: Buffer, *, version: int = LATEST{param_sig}) -> Any:
     """Decode one ``{part}`` of ``{name}`` on its own; offsets count from the start of ``data``."""
-    buf = as_buffer(data)
-    reader = for_version(FORMAT, _{upper}_READERS, version)
+    buf = data if data.__class__ is bytes else as_buffer(data)
+    reader = {latest_reader} if version == LATEST else for_version(FORMAT, _{upper}_READERS, version)
     value, off = reader(buf, 0, 0, {ctx})
     if off != len(buf):
         raise TrailingBytesError(FORMAT, off, "", f"{{len(buf) - off}} bytes after the end of the value")
@@ -801,9 +932,11 @@ def generate(fmt: Format) -> str:
         if not isinstance(con, (Record, Union)):
             raise TypeError(f"{fmt.name}: a version's top level must be a Record or a Union")
         mod.reader(con)
+        mod.writer(con)
     for versions in fmt.parts.values():
         for con in versions.values():
             mod.reader(con)
+            mod.writer(con)
     mod.drain()
     parts = []
     names = "".join(f", {n!r}" for n in sorted(mod.enums))
@@ -838,14 +971,12 @@ def generate(fmt: Format) -> str:
     writers = "{" + ", ".join(f"{v}: {mod.writers[id(c)]}" for v, c in sorted(fmt.versions.items())) + "}"
     param_sig = "".join(f", {p}: Any = None" for p in fmt.params)
     ctx = "{" + ", ".join(f"{p!r}: {p}" for p in fmt.params) + "}" if fmt.params else "_NO_CTX"
-    parts.append(
-        _FOOTER.format(readers=readers, writers=writers, name=fmt.name, param_sig=param_sig, ctx=ctx)
-    )
     footer = _FILE_FOOTER if fmt.magic is not None else _FOOTER
-    parts[-1] = footer.format(
+    parts.append(footer.format(
         readers=readers, writers=writers, name=fmt.name, param_sig=param_sig, ctx=ctx,
         magic=fmt.magic, header_size=fmt.header_size, max_size=fmt.max_size or (1 << 63) - 1,
-    )
+        latest_reader=mod.readers[id(fmt.versions[fmt.latest])],
+    ))
     for part, versions in fmt.parts.items():
         parts.append(
             _PART_FOOTER.format(
@@ -853,6 +984,7 @@ def generate(fmt: Format) -> str:
                 upper=part.upper(),
                 readers="{" + ", ".join(f"{v}: {mod.readers[id(c)]}" for v, c in sorted(versions.items())) + "}",
                 writers="{" + ", ".join(f"{v}: {mod.writers[id(c)]}" for v, c in sorted(versions.items())) + "}",
+                latest_reader=mod.readers[id(versions[max(versions)])],
                 name=fmt.name,
                 param_sig=param_sig,
                 ctx=ctx,

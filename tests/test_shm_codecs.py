@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import math
 import pickle
 import struct
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from inert.codecs import shm_descriptor, shm_message, shm_samples_meta
 from inert.spec import FORMATS
 from inert.spec._grammar import interpret_decode, interpret_encode
 
 import inert
+from inert import _checks
 
 SCHEDULED = {
     "type": "SCHEDULED_TASK",
@@ -234,3 +239,62 @@ def test_errors_pickle_intact() -> None:
 def test_truncated_error_is_also_eof_error() -> None:
     with pytest.raises(EOFError):
         shm_message.decode(b"")
+
+
+# -- the generated readers' quick tests of the value rules -------------------------------------
+
+U64_MAX = (1 << 64) - 1
+_DTYPES = st.sampled_from([*_checks.ITEMSIZE, "<f08", "|O", "=f4", "<i3", "", "<f4 "])
+_ARRAYS = st.fixed_dictionaries(
+    {
+        "offset": st.integers(0, U64_MAX),
+        "nbytes": st.integers(0, U64_MAX),
+        "dtype": _DTYPES,
+        "shape": st.lists(st.integers(0, 1 << 40) | st.integers(0, 4), max_size=4),
+    }
+)
+
+
+def _quick_test(check: Any, value: dict[str, Any], ctx: dict[str, Any]) -> bool:
+    return bool(eval(check.accept, {"_checks": _checks, "this": SimpleNamespace(**value), "ctx": ctx}))  # noqa: S307
+
+
+@settings(max_examples=3000, deadline=None)
+@given(_ARRAYS, st.none() | st.integers(0, U64_MAX), st.data())
+def test_array_quick_test_holds_exactly_when_the_rule_accepts(value: dict[str, Any], chunk: int | None, data: Any) -> None:
+    if data.draw(st.booleans()):  # often a consistent array, so that both answers occur
+        itemsize = _checks.ITEMSIZE.get(value["dtype"], 1)
+        value["nbytes"] = math.prod(value["shape"]) * itemsize
+        value["offset"] -= value["offset"] % itemsize
+    assume(value["nbytes"] <= U64_MAX)  # the reader reads it as a u64: nothing larger reaches the rule
+    ctx = {"chunk_size": chunk}
+    assert _quick_test(_checks.check_array_sample, value, ctx) == (_checks.check_array_sample(value, ctx) is None)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(st.integers(-3, 8), min_size=6, max_size=6))
+def test_sample_range_quick_test_holds_exactly_when_the_rule_accepts(fields: list[int]) -> None:
+    value = dict(zip(("start", "end", "iteration", "epoch", "slice_start", "slice_end"), fields, strict=True))
+    assert _quick_test(_checks.check_sample_range, value, {}) == (_checks.check_sample_range(value, {}) is None)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(st.integers(-2, 6), min_size=5, max_size=5), st.none() | st.integers(0, 6))
+def test_descriptor_quick_test_holds_exactly_when_the_rule_accepts(fields: list[int], chunk: int | None) -> None:
+    value = dict(zip(("worker_id", "shm_chunk_id", "shm_capacity", "offset", "num_bytes"), fields, strict=True))
+    ctx = {"chunk_size": chunk}
+    assert _quick_test(_checks.check_descriptor, value, ctx) == (_checks.check_descriptor(value, ctx) is None)
+
+
+def test_short_strings_are_remembered_within_a_bound() -> None:
+    from inert import _codec_runtime
+
+    cache = _codec_runtime.TEXT_CACHE_SIZE
+    batch = {"samples": [{"kind": "ARRAY", "offset": 0, "nbytes": 0, "dtype": "|u1", "shape": [0]}]}
+    data = bytearray(shm_samples_meta.encode(batch))
+    for i in range(cache + 50):  # distinct refused dtypes: each is decoded, at most `cache` kept
+        data[8 + 1 + 16 + 4 : 8 + 1 + 16 + 4 + 3] = b"%03d" % i  # count, kind, offset and nbytes, length
+        with pytest.raises(inert.InvalidValueError, match="unsupported dtype"):
+            shm_samples_meta.decode(bytes(data))
+    texts = [v for k, v in vars(shm_samples_meta).items() if k.startswith("_TEXT")]
+    assert len(texts) == 1 and len(texts[0]) <= cache
