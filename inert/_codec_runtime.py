@@ -370,6 +370,8 @@ def _prepare(fmt: str, path: str, value: Any, depth: int, max_depth: int) -> Any
     if code is None:
         raise WriteTypeError(fmt, path, f"{kind.__module__}.{kind.__qualname__} is not in the value subset of this format")
     items = [_prepare(fmt, _item_path(path, i), v, depth + 1, max_depth) for i, v in enumerate(value)]
+    if code != EXT_TUPLE:  # a set's members in the order of their encodings: equal sets, equal bytes
+        items.sort(key=lambda item: msgpack.packb(item, use_bin_type=True, strict_types=True))
     return msgpack.ExtType(code, msgpack.packb(items, use_bin_type=True, strict_types=True))
 
 

@@ -15,8 +15,19 @@ before it (the kind, the header, the padding and the payload):
   raw little-endian bytes in C order.  The length must equal
   ``prod(shape) * itemsize``.  A 0-d tensor has one element, a zero-size one
   no bytes.
-* a value: one MessagePack document of Inert's value subset (see
-  ``MsgPack`` in ``inert.spec._grammar``), at most 64 MiB and 64 levels deep.
+* a value: one MessagePack document of Inert's value subset, at most 64 MiB
+  and 64 levels deep.
+
+The value subset: nil, bool, int (-2**63 to 2**64-1), float, str (UTF-8),
+bin, array, and map (keys of the subset that hash: str, int, a tuple, ...),
+plus these extension types; any other extension code (msgpack's timestamp -1
+included) is an unknown tag:
+
+* 1 tuple, 4 set, 5 frozenset: the payload is one document holding an array
+  of the members.  A writer orders a set's members by their encoded bytes,
+  so equal sets encode to equal bytes.
+* 2 complex: the real then the imaginary part, two ``Float64l`` (16 bytes).
+* 3 bytearray: the raw bytes.
 
 Why 64-byte alignment: it is the cache-line size and the widest SIMD vector
 (AVX-512) of the CPUs this runs on and a multiple of every itemsize (16 at

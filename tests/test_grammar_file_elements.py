@@ -170,3 +170,25 @@ def test_writer_refuses(value: dict[str, Any], error: type[Exception], text: str
 def test_padding_rejects_bad_alignment() -> None:
     with pytest.raises(ValueError, match="power of two"):
         Padding(3)
+
+
+def test_equal_sets_encode_to_equal_bytes_whatever_the_hash_seed() -> None:
+    import subprocess
+    import sys
+
+    # String hashes, and so a set's iteration order, change with the interpreter's hash seed.
+    script = (
+        "import sys; from inert.codecs import checkpoint_shard as cs; "
+        "members = [f'param_group_{i}' for i in range(40)]; "
+        "value = {'seen': set(members), 'frozen': frozenset(members), 'nested': {frozenset(members[:5])}}; "
+        "sys.stdout.write(cs.encode_record({'body': {'kind': 'VALUE', 'value': value}}).hex())"
+    )
+    runs = {
+        seed: subprocess.run(
+            [sys.executable, "-c", script], env={"PYTHONHASHSEED": seed, "PATH": ""}, capture_output=True, text=True, check=True
+        ).stdout
+        for seed in ("1", "2", "3")
+    }
+    assert len(set(runs.values())) == 1, "the same set gave different bytes"
+    decoded = cs.decode_record(bytes.fromhex(runs["1"]))["body"]["value"]
+    assert decoded["seen"] == {f"param_group_{i}" for i in range(40)} and type(decoded["frozen"]) is frozenset
