@@ -173,3 +173,17 @@ def test_truncated_large_record(tmp_path: Path) -> None:
         handle.truncate(at + length // 2)
     err = failure(zeros_like(state), tmp_path)
     assert isinstance(err, TruncatedError)
+
+
+def test_a_save_replaces_data_files_rather_than_truncating_them(tmp_path: Path) -> None:
+    state = big_state()
+    save(state, tmp_path)
+    file, at, length = location(tmp_path, "f32")
+    with open(file, "rb") as held:  # a reader still at work on the previous checkpoint
+        before = held.read()
+        save({k: v + 1 if v.dtype != torch.bool else ~v for k, v in state.items()}, tmp_path)
+        held.seek(0)
+        assert held.read() == before
+    target = zeros_like(state)
+    inert.torch.load(target, tmp_path)
+    assert torch.equal(target["f32"], state["f32"] + 1) and file.read_bytes() != before

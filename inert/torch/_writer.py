@@ -163,16 +163,24 @@ def _write_files(root: Path, jobs: list[tuple[str, list[WriteItem]]], planner: S
                  values: dict[Any, list[Any]], workers: int, sync: bool) -> list[WriteResult]:
     """Every record of every file, written in place by ``workers`` threads, each file laid out first."""
     files = []
+    older = []
     try:
         for name, items in jobs:
             head, slots = _layout(items, values)
             path = root / name
             # A new file, not the old one truncated: ext4 writes back a file truncated and rewritten
             # when it is closed (auto_da_alloc), and a reader that has the old file open keeps it whole.
+            # The old file is held open past its unlink so that freeing its pages, at the last close,
+            # runs on a worker while the new records are written.
+            with contextlib.suppress(OSError):  # none there, or unreadable: then the unlink frees it
+                older.append(os.open(path, os.O_RDONLY))
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
             files.append((name, os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), head, slots))
         with ThreadPoolExecutor(workers) as pool:
+            for fd in older:
+                pool.submit(os.close, fd)
+            older = []
             futures = [(name, slot, pool.submit(_write_record, fd, slot, planner))
                        for name, fd, _, slots in files for slot in slots]
             for _, fd, head, _ in files:
@@ -184,7 +192,7 @@ def _write_files(root: Path, jobs: list[tuple[str, list[WriteItem]]], planner: S
             for _, fd, _, _ in files:
                 os.fsync(fd)
     finally:
-        for _, fd, _, _ in files:
+        for fd in older + [fd for _, fd, _, _ in files]:
             os.close(fd)
     return results
 
