@@ -184,3 +184,16 @@ def test_tensors_outlive_the_loader_and_copies_outlive_the_files(dense: Path) ->
     assert len(mapped) == len(rows)
     del mapped  # the mappings go with their last tensor
     os.unlink(shard)
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        (Row("k1", -1, {"ids": torch.arange(4)}), r"dump-shard: row 'k1'\.global_index: -1 is not an int in 0\.\.2\*\*64-1"),
+        (Row("k1", 1, {"x" * 1025: torch.arange(4)}), r"row 'k[01]'\.fields\[0\]\.name: string length 1025 exceeds"),
+    ],
+)
+def test_dense_rows_the_codec_refuses_are_named(tmp_path: Path, row: Row, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        dump([Row("k0", 0, {name: torch.arange(4) for name in row.fields}), row], tmp_path / "d", owners=2)
+    assert os.listdir(tmp_path) == []

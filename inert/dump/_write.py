@@ -19,7 +19,7 @@ from inert.torch._writer import tensor_bytes
 
 from ._frames import Frame
 from ._gc import paused_gc
-from ._manifest import FIRST_RECORD, MANIFEST_NAME
+from ._manifest import MANIFEST_NAME
 from ._model import DENSE, NESTED, DumpReport, FieldSpec, Row
 from ._publish import discard, publish, staging_dir, start_writeback
 from ._schema import infer_schema, schema_entries
@@ -27,7 +27,10 @@ from ._schema import infer_schema, schema_entries
 __all__ = ["dump", "shard_name"]
 
 _ALIGN = 64
+_U64_MAX = (1 << 64) - 1
 _COUNT_SIZE = 4
+#: A shard's file header and row count.
+_HEAD_SIZE = shard_codec.HEADER_SIZE + _COUNT_SIZE
 #: Parts below this size are joined before writing.
 _SMALL = 4096
 #: Bytes of records gathered before each write-out.
@@ -89,8 +92,39 @@ def _field_error(exc: WriteTypeError | WriteValueError, row: Row, order: list[tu
     return type(exc)(exc.format, path, exc.reason)
 
 
+def _field_set(order: list[tuple[int, str]]) -> tuple[int, ...]:
+    return tuple(index for index, _ in order)
+
+
+def _frames(orders: list[list[tuple[int, str]]], specs: list[FieldSpec]) -> dict[tuple[int, ...], Frame]:
+    """The frame of each set of fields rows hold when all of them are dense (and the codec can encode them)."""
+    frames: dict[tuple[int, ...], Frame] = {}
+    tried: set[tuple[int, ...]] = set()
+    for order in orders:
+        fields = _field_set(order)
+        if fields in tried or not all(specs[index].layout == DENSE for index in fields):
+            continue
+        tried.add(fields)
+        layout = [(name, dtype_name(specs[index].dtype, name), specs[index].shape or ()) for index, name in order]
+        try:
+            frames[fields] = Frame(layout)
+        except (WriteTypeError, WriteValueError):
+            pass  # e.g. a name too long: the codec names the fault on the row
+    return frames
+
+
+def _planned_offsets(lengths: list[int]) -> list[int]:
+    """Where records of ``lengths`` go in a shard: each at the next multiple of 64 after the previous one."""
+    offsets, pos = [], _HEAD_SIZE
+    for length in lengths:
+        pos += -pos % _ALIGN
+        offsets.append(pos)
+        pos += length
+    return offsets
+
+
 def _record_parts(
-    row: Row, order: list[tuple[int, str]], specs: list[FieldSpec], frames: dict[tuple[int, ...], Frame | None], keep: list[Any]
+    row: Row, order: list[tuple[int, str]], frames: dict[tuple[int, ...], Frame], keep: list[Any]
 ) -> list[Any]:
     """The encoded record of ``row`` as buffers; ``keep`` holds the contiguous copies its payloads point into.
 
@@ -98,13 +132,7 @@ def _record_parts(
     codec call per set); any other row, or one the frame refuses, is encoded
     by the codec, which also names what is wrong with it.
     """
-    fields = tuple(index for index, _ in order)
-    if fields not in frames:
-        frames[fields] = None
-        if all(specs[index].layout == DENSE for index in fields):
-            layout = [(name, dtype_name(specs[index].dtype, name), specs[index].shape or ()) for index, name in order]
-            frames[fields] = Frame(layout)
-    frame = frames[fields]
+    frame = frames.get(_field_set(order))
     if frame is not None:
         values = [row.fields[name] for _, name in order]
         if all(value.layout == torch.strided for value in values):
@@ -123,14 +151,14 @@ def _record_parts(
 
 
 def _write_shard(
-    path: str, rows: list[Row], orders: list[list[tuple[int, str]]], specs: list[FieldSpec], sync: bool
+    path: str, rows: list[Row], orders: list[list[tuple[int, str]]], frames: dict[tuple[int, ...], Frame], sync: bool
 ) -> tuple[list[int], list[int]]:
     """Write one owner's shard file; return each record's offset and length."""
     offsets, lengths = [], []
-    frames: dict[tuple[int, ...], Frame | None] = {}
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
     try:
         head = file_header(shard_codec.MAGIC, shard_codec.LATEST) + len(rows).to_bytes(_COUNT_SIZE, "little")
+        assert len(head) == _HEAD_SIZE
         pending: list[Any] = [head]
         pos = flushed = synced = len(head)
         keep: list[Any] = []
@@ -139,7 +167,7 @@ def _write_shard(
             if pad:
                 pending.append(bytes(pad))
                 pos += pad
-            parts = _record_parts(row, order, specs, frames, keep)
+            parts = _record_parts(row, order, frames, keep)
             length = sum(len(p) for p in parts)
             offsets.append(pos)
             lengths.append(length)
@@ -171,6 +199,20 @@ def _key_entry(row: Row, order: list[tuple[int, str]], specs: list[FieldSpec]) -
         "nested_shapes": nested,
         "tag": row.tag,
     }
+
+
+def _encode_manifest(
+    manifest: dict[str, Any], owner_ids: list[int], by_owner: dict[int, list[int]], layouts: list[tuple[list[int], list[int]]]
+) -> list[Any]:
+    """The encoded manifest, its shard entries made from each owner's record offsets and lengths."""
+    manifest["shards"] = [
+        {"file": shard_name(owner), "owner": owner, "rows": by_owner[owner], "offsets": offsets, "lengths": lengths}
+        for owner, (offsets, lengths) in zip(owner_ids, layouts, strict=True)
+    ]
+    try:
+        return manifest_codec.encode_parts(manifest)
+    except (WriteTypeError, WriteValueError) as exc:
+        raise type(exc)(exc.format, exc.field, exc.reason) from None
 
 
 @paused_gc()
@@ -207,6 +249,9 @@ def dump(
             raise TypeError(f"row keys must be str, got {type(row.key).__name__}")
         if row.key in keys:
             raise ValueError(f"key {row.key!r} appears twice; a dump holds each key once")
+        if row.global_index.__class__ is not int or not 0 <= row.global_index <= _U64_MAX:
+            reason = f"{row.global_index!r} is not an int in 0..2**64-1"
+            raise WriteValueError(shard_codec.FORMAT, f"row {row.key!r}.global_index", reason)
         keys.add(row.key)
     specs = infer_schema(rows)
     position = {spec.name: index for index, spec in enumerate(specs)}
@@ -218,30 +263,34 @@ def dump(
             raise ValueError(f"row {row.key!r}: owner {owner!r} is not a non-negative int")
         by_owner.setdefault(owner, []).append(index)
     manifest: dict[str, Any] = {"partition_id": partition_id, "fields": schema_entries(specs), "keys": [], "shards": []}
+    frames = _frames(orders, specs)
+    owner_ids = sorted(by_owner)
+    # Where every record goes is known before writing when every row has a frame: the manifest is then
+    # encoded while the owners write.
+    planned = None
+    if all(_field_set(order) in frames for order in orders):
+        planned = []
+        for owner in owner_ids:
+            lengths = [frames[_field_set(orders[i])].length for i in by_owner[owner]]
+            planned.append((_planned_offsets(lengths), lengths))
     staging = staging_dir(dest)
     try:
-        owner_ids = sorted(by_owner)
         with ThreadPoolExecutor(max_workers=max(1, min(len(owner_ids), threads or len(owner_ids)))) as pool:
             futures = [
                 pool.submit(
                     _write_shard, os.path.join(staging, shard_name(owner)),
-                    [rows[i] for i in by_owner[owner]], [orders[i] for i in by_owner[owner]], specs, sync,
+                    [rows[i] for i in by_owner[owner]], [orders[i] for i in by_owner[owner]], frames, sync,
                 )
                 for owner in owner_ids
             ]
             # The manifest's key entries are built while the owners write.
             manifest["keys"] = [_key_entry(row, order, specs) for row, order in zip(rows, orders, strict=True)]
+            data = _encode_manifest(manifest, owner_ids, by_owner, planned) if planned is not None else None
             results = [future.result() for future in futures]
-        total = 0
-        for owner, (offsets, lengths) in zip(owner_ids, results, strict=True):
-            manifest["shards"].append(
-                {"file": shard_name(owner), "owner": owner, "rows": by_owner[owner], "offsets": offsets, "lengths": lengths}
-            )
-            total += (offsets[-1] + lengths[-1]) if offsets else FIRST_RECORD
-        try:
-            data = manifest_codec.encode_parts(manifest)
-        except (WriteTypeError, WriteValueError) as exc:
-            raise type(exc)(exc.format, exc.field, exc.reason) from None
+        if planned is not None and results != planned:
+            raise RuntimeError("inert.dump: the shards were not written where they were planned")  # a bug, not bad input
+        if data is None:
+            data = _encode_manifest(manifest, owner_ids, by_owner, results)
         fd = os.open(os.path.join(staging, MANIFEST_NAME), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
         try:
             _write_all(fd, data)
@@ -249,7 +298,6 @@ def dump(
                 os.fsync(fd)
         finally:
             os.close(fd)
-        total += sum(len(p) for p in data)
         publish(staging, dest, sync)
     except BaseException:
         discard(staging)
@@ -259,5 +307,5 @@ def dump(
         keys=len(rows),
         rows_with_data=sum(1 for row in rows if row.fields),
         shards=len(owner_ids),
-        bytes=total,
+        bytes=sum((offsets[-1] + lengths[-1]) if offsets else _HEAD_SIZE for offsets, lengths in results) + sum(map(len, data)),
     )
