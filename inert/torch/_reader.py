@@ -2,14 +2,23 @@
 
 Nothing read is unpickled.  The metadata is decoded by the generated codec;
 then every record's byte range is checked against its file's size and the
-other records of that file (inside the file, no overlap).  Each record is
-read with one ``preadv`` into a reused buffer, decoded (structure and CRC-32,
-which must also equal the CRC the metadata holds for it), and only then
-viewed as a tensor: its dtype and shape must equal what the metadata and the
-read plan expect before it is copied into the destination.  Values go to the
-built-in planner directly; a custom planner's ``load_bytes`` gets bytes that
-Inert produced locally (``torch.save`` of the checked value), never the
-file's bytes.
+other records of that file (inside the file, no overlap), and records are
+read by ``thread_count`` threads:
+
+* a tensor record larger than 64 KiB whose destination is a whole, contiguous
+  CPU tensor: its header is read and decoded by the codec first, and its dtype
+  and shape must equal what the metadata and the read plan expect, and its
+  stored CRC-32 the one the metadata holds, before any payload byte is read;
+  the payload is then read straight into the destination with ``preadv`` in
+  1 MiB blocks, each checksummed while still in cache, and the CRC-32 must
+  match before the load returns (a damaged record may have filled its
+  destination with bytes the load then refuses);
+* any other record is read whole into a reused buffer, checksummed, decoded,
+  checked the same way, and only then viewed as a tensor and copied.
+
+Values go to the built-in planner directly; a custom planner's ``load_bytes``
+gets bytes that Inert produced locally (``torch.save`` of the checked value),
+never the file's bytes.
 """
 
 from __future__ import annotations

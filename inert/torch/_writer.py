@@ -6,6 +6,11 @@ describes); non-tensor values as MessagePack documents of Inert's value
 subset.  The ``.metadata`` file is written last, through a temporary file,
 ``fsync`` and a rename, and an older one is removed before any data is
 written: a checkpoint directory is loadable only once a save has completed.
+
+Each data file is laid out from the save plan (every record's offset and
+length follow from dtypes and shapes) and its records are written in place
+with ``pwrite`` by at least two threads, a tensor's bytes straight from its
+memory in 1 MiB blocks, each checksummed just before it is written.
 """
 
 from __future__ import annotations
