@@ -12,6 +12,8 @@ from __future__ import annotations
 import inspect
 import os
 import struct
+import subprocess
+import sys
 import zlib
 from pathlib import Path
 from typing import Any
@@ -81,6 +83,22 @@ def test_crc32_is_zlibs() -> None:
     assert crc32(data) == zlib.crc32(data)
     assert crc32(data[1000:], crc32(data[:1000])) == zlib.crc32(data)
     assert CRC32_IMPLEMENTATION in ("zlib", "zlib-ng", "isal")
+
+
+def test_without_the_faster_crc32_modules_zlib_serves(tmp_path: Path) -> None:
+    one = ", no_dist=True" if ONE else ""
+    code = (
+        "import sys; sys.modules['zlib_ng'] = sys.modules['isal'] = None\n"
+        "import torch, torch.distributed.checkpoint as dcp, inert.torch\n"
+        "from inert.torch._payload import CRC32_IMPLEMENTATION\n"
+        "state = {'w': torch.randn(600, 1024)}\n"
+        f"dcp.save(state, storage_writer=inert.torch.FileSystemWriter({str(tmp_path)!r}){one})\n"
+        "target = {'w': torch.zeros(600, 1024)}\n"
+        f"inert.torch.load(target, {str(tmp_path)!r})\n"
+        "print(CRC32_IMPLEMENTATION, torch.equal(target['w'], state['w']))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.stdout.split() == ["zlib", "True"], result.stderr
 
 
 @pytest.mark.parametrize("name", sorted(TORCH_DTYPES))
