@@ -205,3 +205,17 @@ def test_a_save_replaces_data_files_rather_than_truncating_them(tmp_path: Path) 
     target = zeros_like(state)
     inert.torch.load(target, tmp_path)
     assert torch.equal(target["f32"], state["f32"] + 1) and file.read_bytes() != before
+
+
+def test_a_tensor_that_differs_from_the_plan_fails_the_save(tmp_path: Path) -> None:
+    from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
+
+    class Planner(DefaultSavePlanner):
+        def resolve_data(self, write_item: Any) -> Any:
+            data = super().resolve_data(write_item)
+            return data[:-1] if write_item.index.fqn == "f32" else data
+
+    with pytest.raises(CheckpointException) as info:
+        dcp.save(big_state(), storage_writer=FileSystemWriter(tmp_path), planner=Planner(), **ONE)
+    assert "f32: the planner resolved a (699, 1024) torch.float32 tensor, the plan has (700, 1024)" in str(info.value)
+    assert not (tmp_path / ".metadata").exists()

@@ -188,11 +188,15 @@ def _write_files(root: Path, jobs: list[tuple[str, list[WriteItem]]], planner: S
             older = []
             futures = [(name, slot, pool.submit(_write_record, fd, slot, planner))
                        for name, fd, _, slots in files for slot in slots]
-            for _, fd, head, _ in files:
-                _pwrite_all(fd, head, 0)
-            results = [WriteResult(index=slot.item.index, size_in_bytes=slot.length,
-                                   storage_data=InertStorageInfo(name, slot.offset, slot.length, crc32=future.result()))
-                       for name, slot, future in futures]
+            try:
+                for _, fd, head, _ in files:
+                    _pwrite_all(fd, head, 0)
+                results = [WriteResult(index=slot.item.index, size_in_bytes=slot.length,
+                                       storage_data=InertStorageInfo(name, slot.offset, slot.length, crc32=future.result()))
+                           for name, slot, future in futures]
+            except BaseException:
+                pool.shutdown(cancel_futures=True)  # a failed save writes no further records
+                raise
         if sync:
             for _, fd, _, _ in files:
                 os.fsync(fd)
