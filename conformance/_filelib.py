@@ -110,6 +110,10 @@ class Frame:
         """A value record of ``document`` (JSON types and bytes), packed by msgpack."""
         return self.piece(value_body(msgpack.packb(document, use_bin_type=True)), {"kind": "VALUE", "value": as_json(document)})
 
+    def encoded_value(self, document: bytes, spelled: Any) -> Piece:
+        """A value record of the MessagePack ``document`` as given, whose canonical JSON is ``spelled``."""
+        return self.piece(value_body(document), {"kind": "VALUE", "value": spelled})
+
 
 def as_json(document: Any) -> Any:
     """The canonical JSON spelling of a document of JSON types and bytes."""

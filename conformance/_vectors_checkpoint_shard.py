@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import struct
 from typing import Any
 
@@ -134,6 +135,35 @@ def body_vectors(c: Corpus, f: Frame) -> Piece:
             c.accept(name, what, f.value(nested))
         else:
             c.accept(name, what, f.value(doc))
+    # The extension types, as a writer encodes them (a set's members in the order of their encodings,
+    # a map's pairs in the order of their canonical JSON), with the canonical JSON spellings (a set's
+    # members in the order of their canonical JSON text).
+    tuple_12 = msgpack.ExtType(1, msgpack.packb([1, 2]))
+    extensions: list[tuple[str, str, Any, Any]] = [
+        ("ValueTuple", "a tuple (extension 1)", msgpack.ExtType(1, msgpack.packb([1, "a"])), {"$tuple": [1, "a"]}),
+        ("ValueTupleEmpty", "an empty tuple", msgpack.ExtType(1, msgpack.packb([])), {"$tuple": []}),
+        ("ValueComplex", "a complex number (extension 2)", msgpack.ExtType(2, struct.pack("<dd", 1.5, -2.0)),
+         {"$complex": [1.5, -2.0]}),
+        ("ValueComplexNonFinite", "a complex number of NaN and infinity",
+         msgpack.ExtType(2, struct.pack("<dd", math.nan, math.inf)), {"$complex": [{"$float": "nan"}, {"$float": "inf"}]}),
+        ("ValueBytearray", "a bytearray (extension 3)", msgpack.ExtType(3, b"\x00\xff"), {"$bytearray": "AP8="}),
+        ("ValueSet", "a set (extension 4), members in the order of their encodings",
+         msgpack.ExtType(4, msgpack.packb([1, 2, "a"])), {"$set": ["a", 1, 2]}),
+        ("ValueFrozenset", "a frozenset (extension 5)", msgpack.ExtType(5, msgpack.packb(["x"])), {"$frozenset": ["x"]}),
+        ("ValueMapIntKeys", "a map with int keys (an optimizer's state by parameter index)", {0: "a", 1: "b"},
+         {"$map": [[0, "a"], [1, "b"]]}),
+        ("ValueMapTupleKey", "a map with a tuple key", {tuple_12: "x"}, {"$map": [[{"$tuple": [1, 2]}, "x"]]}),
+        ("ValueMapDollarKey", "a map whose string key starts with $ (spelled as a $map)", {"$bytes": 1},
+         {"$map": [["$bytes", 1]]}),
+        ("ValueOptimizerState", "an Adam state: int keys, a tuple of betas, a set",
+         {"frozen": msgpack.ExtType(4, msgpack.packb([])),
+          "param_groups": [{"betas": msgpack.ExtType(1, msgpack.packb([0.9, 0.999])), "params": [0]}],
+          "state": {0: {"step": 3}}},
+         {"frozen": {"$set": []}, "param_groups": [{"betas": {"$tuple": [0.9, 0.999]}, "params": [0]}],
+          "state": {"$map": [[0, {"step": 3}]]}}),
+    ]
+    for name, what, document, spelled in extensions:
+        c.accept(name, what, f.encoded_value(msgpack.packb(document, use_bin_type=True), spelled))
     c.reject("ValueNestedOverLimit", "lists nested 65 deep", f.wrap(value_body(_nested(MAX_VALUE_DEPTH + 1))), "limit")
     c.reject("ValueNestedFar", "lists nested 2000 deep (beyond msgpack's own recursion limit)",
              f.wrap(value_body(_nested(2000))), "limit")

@@ -4,20 +4,18 @@ The invariant of every reader: ``decode`` returns a value or raises an
 ``InertError`` subclass.  Anything else propagates out of here untouched, so a
 test or a fuzz target reports it.  The differential oracle adds: the generated
 codec and the Construct-interpreted grammar give the same value (same
-:func:`describe` text: canonical JSON that also tells tuples, sets, complex
+:func:`describe` text: canonical JSON, which tells tuples, sets, complex
 numbers and non-string keys apart) or the same error (same class, same message).
 """
 
 from __future__ import annotations
 
-import enum
-import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from hypothesis import strategies as st
 
-from inert._canonical import to_json_value
+from inert._canonical import to_json
 from inert._errors import InertError
 
 __all__ = [
@@ -79,40 +77,25 @@ def differential(
     return generated
 
 
-def _plain(value: Any, strip_checksums: bool) -> Any:
-    """``value`` in JSON types, keeping apart what the value subset keeps apart (canonical JSON does not):
-    tuples from lists, sets, complex numbers, bytearrays, and map keys that are not strings."""
-    if isinstance(value, enum.Enum):
-        return value.name
+def _without_checksums(value: Any) -> Any:
+    """``value`` without the ``crc32`` fields a reader adds to records."""
     if isinstance(value, dict):
-        items = [(k, v) for k, v in value.items() if not (strip_checksums and k == "crc32")]
-        if all(isinstance(k, str) for k, _ in items):
-            return {k: _plain(v, strip_checksums) for k, v in items}
-        pairs = [[_plain(k, strip_checksums), _plain(v, strip_checksums)] for k, v in items]
-        return {"$map": sorted(pairs, key=lambda pair: json.dumps(pair, sort_keys=True))}
+        return {k: _without_checksums(v) for k, v in value.items() if k != "crc32"}
     if isinstance(value, list):
-        return [_plain(v, strip_checksums) for v in value]
-    if isinstance(value, tuple):
-        return {"$tuple": [_plain(v, strip_checksums) for v in value]}
-    if isinstance(value, (set, frozenset)):
-        members = sorted((_plain(v, strip_checksums) for v in value), key=lambda m: json.dumps(m, sort_keys=True))
-        return {f"${type(value).__name__}": members}
-    if isinstance(value, complex):
-        return {"$complex": [_plain(value.real, False), _plain(value.imag, False)]}
-    if isinstance(value, bytearray):
-        return {"$bytearray": to_json_value(bytes(value))}
-    return to_json_value(value)
+        return [_without_checksums(v) for v in value]
+    return value
 
 
 def describe(value: Any) -> str:
-    """A decoded value as JSON text, one text per value (see ``_plain``); what the oracles compare."""
-    return json.dumps(_plain(value, False), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """A decoded value as its canonical JSON text, which keeps apart everything the value subset
+    keeps apart (tuples and lists, sets, complex numbers, bytearrays, map keys); what the oracles compare."""
+    return to_json(value)
 
 
 def as_written(value: Any) -> str:
     """:func:`describe` without the checksums a reader adds (``crc32`` fields): equal for a decoded value
     and the value a writer was given, when decoding gave it back."""
-    return json.dumps(_plain(value, True), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return to_json(_without_checksums(value))
 
 
 def same_value(decoded: Any, value: Any) -> bool:

@@ -1,10 +1,19 @@
 """The canonical JSON mapping of decoded values.
 
 Decoded values are dicts, lists, str, int, float, bool, None, IntEnum tags and
-(for formats that carry them) bytes.  Their canonical JSON: keys sorted, no
-spaces, tags by member name, bytes as ``{"$bytes": "<base64>"}``, floats that
-JSON cannot spell as ``{"$float": "nan" | "inf" | "-inf"}``.  ``from_json``
-undoes the mapping; tag names are accepted by every writer as they are.
+(for formats that carry them) bytes and the value documents of checkpoints and
+dumps.  Their canonical JSON: keys sorted, no spaces, tags by member name, and
+these spellings for what JSON lacks:
+
+* bytes ``{"$bytes": "<base64>"}``, a bytearray ``{"$bytearray": "<base64>"}``;
+* a float JSON cannot spell ``{"$float": "nan" | "inf" | "-inf"}``;
+* a tuple ``{"$tuple": [...]}``, a set ``{"$set": [...]}``, a frozenset
+  ``{"$frozenset": [...]}`` (members ordered by their canonical JSON text);
+* a complex number ``{"$complex": [real, imag]}``;
+* a dict with a key that is not a string, or a string key starting with ``$``,
+  ``{"$map": [[key, value], ...]}`` (pairs ordered by their canonical JSON text).
+
+``from_json`` undoes the mapping; tag names are accepted by every writer as they are.
 """
 
 from __future__ import annotations
@@ -18,16 +27,34 @@ from typing import Any
 __all__ = ["to_json", "from_json", "to_json_value"]
 
 
+def _text(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _b64(data: Any) -> str:
+    return base64.b64encode(bytes(data)).decode("ascii")
+
+
 def to_json_value(value: Any) -> Any:
     """``value`` with every non-JSON leaf replaced by its canonical spelling."""
     if isinstance(value, enum.Enum):
         return value.name
     if isinstance(value, dict):
-        return {str(k): to_json_value(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
+        if all(isinstance(k, str) and not k.startswith("$") for k in value):
+            return {k: to_json_value(v) for k, v in value.items()}
+        return {"$map": sorted(([to_json_value(k), to_json_value(v)] for k, v in value.items()), key=_text)}
+    if isinstance(value, list):
         return [to_json_value(v) for v in value]
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return {"$bytes": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, tuple):
+        return {"$tuple": [to_json_value(v) for v in value]}
+    if isinstance(value, (set, frozenset)):
+        return {f"${type(value).__name__}": sorted((to_json_value(v) for v in value), key=_text)}
+    if isinstance(value, complex):
+        return {"$complex": [to_json_value(value.real), to_json_value(value.imag)]}
+    if isinstance(value, bytearray):
+        return {"$bytearray": _b64(value)}
+    if isinstance(value, (bytes, memoryview)):
+        return {"$bytes": _b64(value)}
     if isinstance(value, float) and not math.isfinite(value):
         return {"$float": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
     return value
@@ -35,15 +62,28 @@ def to_json_value(value: Any) -> Any:
 
 def to_json(value: Any) -> str:
     """The canonical JSON text of a decoded value."""
-    return json.dumps(to_json_value(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _text(to_json_value(value))
+
+
+_SPELLINGS: dict[str, Any] = {
+    "$bytes": lambda v: base64.b64decode(v, validate=True),
+    "$bytearray": lambda v: bytearray(base64.b64decode(v, validate=True)),
+    "$float": float,
+    "$tuple": lambda v: tuple(_from_json_value(x) for x in v),
+    "$set": lambda v: {_from_json_value(x) for x in v},
+    "$frozenset": lambda v: frozenset(_from_json_value(x) for x in v),
+    "$complex": lambda v: complex(*(_from_json_value(x) for x in v)),
+    "$map": lambda v: {_from_json_value(k): _from_json_value(x) for k, x in v},
+}
 
 
 def _from_json_value(obj: Any) -> Any:
     if isinstance(obj, dict):
-        if set(obj) == {"$bytes"}:
-            return base64.b64decode(obj["$bytes"], validate=True)
-        if set(obj) == {"$float"}:
-            return float(obj["$float"])
+        if len(obj) == 1:
+            (key, inner), = obj.items()
+            spelling = _SPELLINGS.get(key)
+            if spelling is not None:
+                return spelling(inner)
         return {k: _from_json_value(v) for k, v in obj.items()}
     if isinstance(obj, list):
         return [_from_json_value(v) for v in obj]

@@ -170,6 +170,9 @@ canonical JSON: object keys sorted, no insignificant white space, UTF-8.
 | Optional | `null` when absent, else the value |
 | bytes (where a format carries them) | `{"$bytes": "<base64>"}` |
 | non-finite float | `{"$float": "nan" / "inf" / "-inf"}` |
+| in value documents: tuple, set, frozenset | `{"$tuple": [...]}`, `{"$set": [...]}`, `{"$frozenset": [...]}` (set members ordered by their canonical JSON text) |
+| in value documents: complex, bytearray | `{"$complex": [real, imag]}`, `{"$bytearray": "<base64>"}` |
+| in value documents: a map with a key that is not a string, or a string key starting with `$` | `{"$map": [[key, value], ...]}` (pairs ordered by their canonical JSON text) |
 
 Writers accept the same JSON back (`inert encode`): tags by name or value.
 """
