@@ -74,11 +74,21 @@ def test_guard_flags_memory_beyond_the_declared_bound() -> None:
 
 
 def test_guard_flags_time_beyond_the_declared_bound() -> None:
-    def stalling(data: bytes) -> None:
-        time.sleep(harness.time_limit(len(data)) + 0.05)
+    def spinning(data: bytes) -> None:  # CPU time: a reader stuck in a loop
+        end = time.thread_time() + harness.time_limit(len(data)) + 0.05
+        while time.thread_time() < end:
+            pass
 
     with pytest.raises(harness.ResourceFinding, match="took"):
-        harness.guarded(stalling, b"")
+        harness.guarded(spinning, b"")
+
+
+def test_guard_does_not_count_time_the_machine_spends_elsewhere() -> None:
+    def descheduled(data: bytes) -> int:  # waiting, as a fuzzer on a loaded machine does, burns no CPU
+        time.sleep(harness.time_limit(len(data)) + 0.05)
+        return 0
+
+    assert harness.guarded(descheduled, b"") == ("value", "0")
 
 
 def test_guard_passes_reader_errors_and_lets_other_exceptions_out() -> None:
