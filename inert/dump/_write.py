@@ -36,7 +36,7 @@ _SMALL = 4096
 #: Bytes of records gathered before each write-out.
 _FLUSH_BYTES = 1 << 20
 #: Bytes written before their writeback is started (with ``sync``).
-_WRITEBACK_BYTES = 8 << 20
+_WRITEBACK_BYTES = 32 << 20
 
 
 def shard_name(owner: int) -> str:
