@@ -83,7 +83,10 @@ def _from_json_value(obj: Any) -> Any:
             (key, inner), = obj.items()
             spelling = _SPELLINGS.get(key)
             if spelling is not None:
-                return spelling(inner)
+                try:
+                    return spelling(inner)
+                except (TypeError, ValueError) as exc:  # binascii.Error is a ValueError
+                    raise ValueError(f"{{{key!r}: ...}} is not a valid spelling: {exc}") from None
         return {k: _from_json_value(v) for k, v in obj.items()}
     if isinstance(obj, list):
         return [_from_json_value(v) for v in obj]
@@ -91,5 +94,5 @@ def _from_json_value(obj: Any) -> Any:
 
 
 def from_json(text: str) -> Any:
-    """A value writers accept, from its canonical JSON."""
+    """A value writers accept, from its canonical JSON; ``ValueError`` if ``text`` is not that."""
     return _from_json_value(json.loads(text))

@@ -91,9 +91,8 @@ def _cmd_decode(args: argparse.Namespace) -> int:
 
 def _cmd_encode(args: argparse.Namespace) -> int:
     module, _, writer = _functions(args.format)
-    text = _read_input(args.path).decode("utf-8", errors="strict")
     try:
-        value = from_json(text)
+        value = from_json(_read_input(args.path).decode("utf-8", errors="strict"))
     except ValueError as exc:
         raise _Usage(f"input is not canonical JSON: {exc}") from None
     out: BinaryIO = sys.stdout.buffer

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -56,3 +59,25 @@ def test_spellings() -> None:
     assert to_json({"$bytes": "not bytes"}) == '{"$map":[["$bytes","not bytes"]]}'
     assert to_json({"b": [1.0], "a": None}) == '{"a":null,"b":[1.0]}'
     assert from_json('{"$map":[[{"$tuple":[1,2]},"x"]]}') == {(1, 2): "x"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"$set": 5}', '{"$complex": [1, 2, 3]}', '{"$map": [[[1], 2]]}', '{"$bytes": "@@"}', '{"$float": "x"}',
+     '{"$tuple": [{"$set": [[1]]}]}', '{"$map": [1]}', '{"$bytearray": 7}', "[1, 2"],
+)
+def test_a_bad_spelling_is_a_value_error(text: str) -> None:
+    with pytest.raises(ValueError):
+        from_json(text)
+
+
+def test_cli_refuses_bad_json_in_one_line() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "inert", "encode", "--format", "checkpoint-shard.record", "-"],
+        input=b'{"body": {"kind": "VALUE", "value": {"$set": 5}}}',
+        capture_output=True,
+    )
+    assert result.returncode == 2 and result.stdout == b""
+    assert result.stderr.decode().splitlines() == [
+        "inert: input is not canonical JSON: {'$set': ...} is not a valid spelling: 'int' object is not iterable"
+    ]
