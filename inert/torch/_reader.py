@@ -73,6 +73,9 @@ _DIRECT_MIN = 1 << 16
 #: Longest tensor record header: kind, dtype, rank, 64 dims, length, padding to 64 bytes.
 _HEAD_MAX = 576
 _CRC = struct.Struct("<I")
+#: Records handed to a reading thread at once: small records travel together.
+_BATCH_BYTES = 4 << 20
+_BATCH_RECORDS = 64
 
 
 def _read_exact(fd: int, view: memoryview, offset: int, name: str) -> None:
@@ -162,6 +165,20 @@ class _Buffers:
             self._free.append(buffer)
             if len(self._free) > self._keep:
                 self._free.pop(min(range(len(self._free)), key=lambda i: self._free[i].numel()))
+
+
+def _batches(work: list[tuple[str, ReadItem, InertStorageInfo]]) -> Iterator[list[tuple[str, ReadItem, InertStorageInfo]]]:
+    """``work`` in runs of about ``_BATCH_BYTES`` (a large record alone): one hand-off to a thread per run."""
+    batch: list[tuple[str, ReadItem, InertStorageInfo]] = []
+    size = 0
+    for entry in work:
+        batch.append(entry)
+        size += entry[2].length
+        if size >= _BATCH_BYTES or len(batch) >= _BATCH_RECORDS:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
 
 
 class _HeaderBuffers:
@@ -422,15 +439,18 @@ class FileSystemReader(StorageReader):
                 for name, item, info in work:
                     yield self._load(fds[name], name, item, info, buffers, planner)
                 return
+            def run(batch: list[tuple[str, ReadItem, InertStorageInfo]]) -> list[tuple[ReadItem, Any, Any]]:
+                return [self._load(fds[name], name, item, info, buffers, planner) for name, item, info in batch]
+
             with ThreadPoolExecutor(self.thread_count) as pool:
-                window = 4 * self.thread_count
-                pending: deque[_PoolFuture[tuple[ReadItem, Any, Any]]] = deque()
-                for name, item, info in work:
-                    pending.append(pool.submit(self._load, fds[name], name, item, info, buffers, planner))
+                window = 2 * self.thread_count
+                pending: deque[_PoolFuture[list[tuple[ReadItem, Any, Any]]]] = deque()
+                for batch in _batches(work):
+                    pending.append(pool.submit(run, batch))
                     if len(pending) >= window:
-                        yield pending.popleft().result()
+                        yield from pending.popleft().result()
                 for future in pending:
-                    yield future.result()
+                    yield from future.result()
         finally:
             for fd in fds.values():
                 os.close(fd)
