@@ -170,9 +170,11 @@ canonical JSON: object keys sorted, no insignificant white space, UTF-8.
 | Optional | `null` when absent, else the value |
 | bytes (where a format carries them) | `{"$bytes": "<base64>"}` |
 | non-finite float | `{"$float": "nan" / "inf" / "-inf"}` |
-| in value documents: tuple, set, frozenset | `{"$tuple": [...]}`, `{"$set": [...]}`, `{"$frozenset": [...]}` (set members ordered by their canonical JSON text) |
-| in value documents: complex, bytearray | `{"$complex": [real, imag]}`, `{"$bytearray": "<base64>"}` |
-| in value documents: a map with a key that is not a string, or a string key starting with `$` | `{"$map": [[key, value], ...]}` (pairs ordered by their canonical JSON text) |
+| tuple, set, frozenset (value documents) | `{"$tuple": [...]}`, `{"$set": [...]}`, `{"$frozenset": [...]}` |
+| complex, bytearray (value documents) | `{"$complex": [real, imag]}`, `{"$bytearray": "<base64>"}` |
+| map with a key not a string, or starting with `$` | `{"$map": [[key, value], ...]}` |
+
+A set's members and a `$map`'s pairs are ordered by their canonical JSON text.
 
 Writers accept the same JSON back (`inert encode`): tags by name or value.
 """
