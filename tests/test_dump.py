@@ -17,9 +17,10 @@ import inert.dump._read
 import inert.dump._write
 from inert import _audit
 from inert.dump import DENSE, NESTED, VALUE, KeyInfo, Row, dump, load, open_dump, read_manifest
+from inert.dump._frames import Frame
 from inert.dump._read import DumpReader
 
-_audit.watch_readers(read_manifest, DumpReader._batch, DumpReader._row, DumpReader._open_shard)
+_audit.watch_readers(read_manifest, DumpReader._batch, DumpReader._row, DumpReader._open_shard, Frame.payloads)
 
 
 def sample_rows(count: int = 12) -> list[Row]:
