@@ -122,7 +122,10 @@ def test_round_trip_and_a_file_the_codec_decodes_whole(tmp_path: Path, threads: 
         assert all(torch.equal(target[k], state[k]) for k in state)
     meta = cm.decode((tmp_path / ".metadata").read_bytes())
     for name in meta["files"]:
-        records = cs.decode((tmp_path / name).read_bytes())["records"]  # padding, count and every CRC-32
+        blob = (tmp_path / name).read_bytes()
+        doc = cs.decode(blob)  # padding, count and every CRC-32
+        assert cs.encode(doc) == blob  # byte for byte what the generated codec writes
+        records = doc["records"]
         assert len(records) == sum(1 for e in meta["tensors"] for f in e["chunk_files"] if meta["files"][f] == name)
 
 
