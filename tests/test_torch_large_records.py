@@ -27,7 +27,7 @@ from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
 
 import inert.torch
-from inert import ChecksumError, TruncatedError
+from inert import ChecksumError, InvalidValueError, TruncatedError
 from inert.torch import FileSystemWriter, ShapeMismatchError
 from inert.torch._compat import TORCH_DTYPES
 from inert.torch._payload import BLOCK, CRC32_IMPLEMENTATION, crc32
@@ -222,3 +222,15 @@ def test_a_tensor_that_differs_from_the_plan_fails_the_save(tmp_path: Path) -> N
         dcp.save(big_state(), storage_writer=FileSystemWriter(tmp_path), planner=Planner(), **ONE)
     assert "f32: the planner resolved a (699, 1024) torch.float32 tensor, the plan has (700, 1024)" in str(info.value)
     assert not (tmp_path / ".metadata").exists()
+
+
+def test_a_large_value_record_where_a_tensor_is_expected(tmp_path: Path) -> None:
+    save({"w": torch.randn(100_000), "v": b"\x01" * 200_000}, tmp_path)
+    meta = cm.decode((tmp_path / ".metadata").read_bytes())
+    entry, value = meta["tensors"][0], meta["values"][0]
+    for column, key in (("chunk_byte_offsets", "byte_offset"), ("chunk_byte_lengths", "byte_length"), ("chunk_crcs", "crc")):
+        entry[column][0] = value[key]
+    (tmp_path / ".metadata").write_bytes(cm.encode(meta))
+    for verify in (True, False):
+        err = failure({"w": torch.zeros(100_000)}, tmp_path, verify_checksums=verify)
+        assert isinstance(err, InvalidValueError) and "a value record where the metadata has a tensor" in str(err)

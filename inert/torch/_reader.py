@@ -349,6 +349,8 @@ class FileSystemReader(StorageReader):
             return None
         scratch = self._scratch.view(info.length)
         _read_exact(fd, scratch[: min(info.length, _HEAD_MAX)], info.offset, name)
+        if scratch[0] != shard.RecordKind.TENSOR:  # not a tensor header: the whole record says what it is
+            return None
         stored = _CRC.unpack_from(_read_tail(fd, info, name))[0]
         try:
             record = self._decode(scratch, name, item, info, False)
