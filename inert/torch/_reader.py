@@ -27,6 +27,7 @@ import io
 import mmap
 import os
 import struct
+import sys
 import threading
 import uuid
 from collections import defaultdict, deque
@@ -73,6 +74,8 @@ _DIRECT_MIN = 1 << 16
 #: Longest tensor record header: kind, dtype, rank, 64 dims, length, padding to 64 bytes.
 _HEAD_MAX = 576
 _CRC = struct.Struct("<I")
+#: Linux's MAP_NORESERVE (the mmap module does not name it).
+_NORESERVE = 0x4000 if sys.platform.startswith("linux") else 0
 #: Records handed to a reading thread at once: small records travel together.
 _BATCH_BYTES = 4 << 20
 _BATCH_RECORDS = 64
@@ -194,10 +197,15 @@ class _HeaderBuffers:
     def __init__(self) -> None:
         self._local = threading.local()
 
-    def view(self, length: int) -> memoryview:
+    def view(self, length: int) -> memoryview | None:
+        """``length`` bytes of this thread's buffer (None: no address space for them)."""
         buffer = getattr(self._local, "buffer", None)
         if buffer is None or len(buffer) < length:
-            buffer = mmap.mmap(-1, max(length, 2 * len(buffer) if buffer is not None else length))
+            size = max(length, 2 * len(buffer) if buffer is not None else length)
+            try:  # no swap reserved for pages never written: a 100 GiB tensor's header costs one page
+                buffer = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _NORESERVE)
+            except OSError:
+                return None
             self._local.buffer = buffer
         return memoryview(buffer)[:length]
 
@@ -348,6 +356,8 @@ class FileSystemReader(StorageReader):
                 or target.dtype != expected or any(item.storage_offsets)):
             return None
         scratch = self._scratch.view(info.length)
+        if scratch is None:
+            return None
         _read_exact(fd, scratch[: min(info.length, _HEAD_MAX)], info.offset, name)
         if scratch[0] != shard.RecordKind.TENSOR:  # not a tensor header: the whole record says what it is
             return None
