@@ -53,8 +53,6 @@ from torch.distributed.checkpoint.metadata import (
     TensorStorageMetadata,
 )
 
-from inert.torch._metadata import InertStorageInfo  # inert.torch itself: in main(), after --stdlib-crc
-
 warnings.filterwarnings("ignore")
 
 
@@ -185,6 +183,8 @@ def bench_tensors(root: Path, repeat: int) -> None:
 
 def synthetic_70b() -> Metadata:
     """Llama-70B-like: 80 layers of 9 parameters, embeddings, head; Adam state; FSDP 64-way on dim 0."""
+    from inert.torch._metadata import InertStorageInfo  # imported in main(), after --stdlib-crc
+
     hidden, inter, vocab, kv = 8192, 28672, 128256, 1024
     shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (vocab, hidden), "model.norm.weight": (hidden,),
                                           "lm_head.weight": (vocab, hidden)}
@@ -255,7 +255,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--only", choices=("dcp", "tensors", "metadata"))
     parser.add_argument("--stdlib-crc", action="store_true", help="checksum with zlib even if zlib-ng or isal is installed")
-    parser.add_argument("--torch-threads", type=int, help="torch.set_num_threads (torch's copies: 1 where other processes load the cores)")
+    parser.add_argument("--torch-threads", type=int,
+                        help="torch.set_num_threads (torch's copies: 1 where other processes load the cores)")
     args = parser.parse_args()
     if args.torch_threads:
         torch.set_num_threads(args.torch_threads)
