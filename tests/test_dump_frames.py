@@ -197,3 +197,18 @@ def test_dense_rows_the_codec_refuses_are_named(tmp_path: Path, row: Row, messag
     with pytest.raises(ValueError, match=message):
         dump([Row("k0", 0, {name: torch.arange(4) for name in row.fields}), row], tmp_path / "d", owners=2)
     assert os.listdir(tmp_path) == []
+
+
+def test_rows_above_the_frame_limit_go_through_the_codec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import inert.dump._frames
+
+    monkeypatch.setattr(inert.dump._frames, "MAX_FRAMED_PAYLOAD", 100)  # the dense rows below carry 1152 bytes
+    assert inert.dump._frames.frame_for([("ids", "INT64", (96,)), ("lp", "FLOAT32", (96,))]) is None
+    rows = dense_rows()
+    dump(rows, tmp_path / "d", owners=2)
+    got = {row.key: row for row in load(tmp_path / "d", owners=3).rows}
+    assert all(torch.equal(got[row.key].fields["lp"], row.fields["lp"]) for row in rows)
+    shard = _shard(tmp_path / "d")
+    _flip(tmp_path / "d" / shard["file"], shard["offsets"][0] + shard["lengths"][0] // 2)
+    with pytest.raises(ChecksumError, match=r"rows\[0\]\.crc32"):
+        load(tmp_path / "d")

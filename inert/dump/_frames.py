@@ -25,11 +25,19 @@ from inert._checks import checkpoint_itemsize
 from inert.codecs import dump_shard as shard_codec
 from inert.torch._payload import crc32
 
-__all__ = ["Frame", "GLOBAL_INDEX_SIZE", "CRC_SIZE"]
+__all__ = ["Frame", "frame_for", "GLOBAL_INDEX_SIZE", "CRC_SIZE", "MAX_FRAMED_PAYLOAD"]
 
 GLOBAL_INDEX_SIZE = 8
 CRC_SIZE = 4
+#: Records with more payload bytes are left to the codec: beside their bytes a codec call per row is noise, and
+#: building a frame costs a pass over that many zero bytes.
+MAX_FRAMED_PAYLOAD = 16 << 20
 _U64_MAX = (1 << 64) - 1
+
+
+def frame_for(fields: Sequence[tuple[str, str, Sequence[int]]], max_payload: int = MAX_FRAMED_PAYLOAD) -> Frame | None:
+    """The frame of ``fields`` (``(name, dtype name, shape)`` each), or ``None`` if their payloads exceed ``max_payload``."""
+    return Frame(fields) if Frame.payload_size(fields) <= min(max_payload, MAX_FRAMED_PAYLOAD) else None
 
 
 def _payload_size(dtype: str, shape: Sequence[int]) -> int:

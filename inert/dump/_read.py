@@ -24,7 +24,7 @@ from inert._errors import InertError, InvalidValueError, TrailingBytesError, Tru
 from inert.codecs import dump_shard as shard_codec
 from inert.torch._compat import dtype_name
 
-from ._frames import GLOBAL_INDEX_SIZE, Frame
+from ._frames import GLOBAL_INDEX_SIZE, Frame, frame_for
 from ._gc import paused_gc
 from ._manifest import FIRST_RECORD, open_read_only, read_manifest
 from ._model import DENSE, NESTED, FieldSpec, Row
@@ -220,8 +220,7 @@ class DumpReader:
         if all(spec.layout == DENSE for spec in specs):
             layout = [(spec.name, dtype_name(spec.dtype, spec.name), spec.shape or ()) for spec in specs]
             # A frame is only worth building (and only bounded by the bytes present) when its payloads fit the record.
-            if Frame.payload_size(layout) <= length:
-                frame = Frame(layout)
+            frame = frame_for(layout, length)
         self._frames[key] = frame
         return frame
 

@@ -17,7 +17,7 @@ from inert.codecs import dump_shard as shard_codec
 from inert.torch._compat import dtype_name
 from inert.torch._writer import tensor_bytes
 
-from ._frames import Frame
+from ._frames import Frame, frame_for
 from ._gc import paused_gc
 from ._manifest import MANIFEST_NAME
 from ._model import DENSE, NESTED, DumpReport, FieldSpec, Row
@@ -107,9 +107,11 @@ def _frames(orders: list[list[tuple[int, str]]], specs: list[FieldSpec]) -> dict
         tried.add(fields)
         layout = [(name, dtype_name(specs[index].dtype, name), specs[index].shape or ()) for index, name in order]
         try:
-            frames[fields] = Frame(layout)
+            frame = frame_for(layout)
         except (WriteTypeError, WriteValueError):
-            pass  # e.g. a name too long: the codec names the fault on the row
+            continue  # e.g. a name too long: the codec names the fault on the row
+        if frame is not None:
+            frames[fields] = frame
     return frames
 
 
