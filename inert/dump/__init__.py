@@ -12,9 +12,11 @@ little-endian bytes, other values as MessagePack documents)::
     for row in loaded.rows: ...
 
 Writing stages the dump beside its destination, fsyncs it and publishes it
-with one rename; loading needs neither a lock nor write access.  Every
-problem with the bytes on disk is an :class:`inert.InertError` naming the
-file, the byte offset and the field.
+with one rename; loading needs neither a lock nor write access, and hands out
+tensors that are copy-on-write views of the shard files, every byte checked
+first (``load(..., copy=True)`` for private memory).  Every problem with the
+bytes on disk is an :class:`inert.InertError` naming the file, the byte
+offset and the field.
 """
 
 from __future__ import annotations
