@@ -181,7 +181,7 @@ def _write_files(root: Path, jobs: list[tuple[str, list[WriteItem]]], planner: S
                 older.append(os.open(path, os.O_RDONLY))
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
-            files.append((name, os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), head, slots))
+            files.append((name, os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666), head, slots))
         with ThreadPoolExecutor(workers) as pool:
             for fd in older:
                 pool.submit(os.close, fd)
