@@ -203,6 +203,16 @@ def _key_entry(row: Row, order: list[tuple[int, str]], specs: list[FieldSpec]) -
     }
 
 
+def _write_file(path: str, parts: list[Any], sync: bool) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    try:
+        _write_all(fd, parts)
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _encode_manifest(
     manifest: dict[str, Any], owner_ids: list[int], by_owner: dict[int, list[int]], layouts: list[tuple[list[int], list[int]]]
 ) -> list[Any]:
@@ -285,21 +295,19 @@ def dump(
                 )
                 for owner in owner_ids
             ]
-            # The manifest's key entries are built while the owners write.
+            # The manifest's key entries are built while the owners write, and with a planned layout the
+            # manifest is written too.
             manifest["keys"] = [_key_entry(row, order, specs) for row, order in zip(rows, orders, strict=True)]
-            data = _encode_manifest(manifest, owner_ids, by_owner, planned) if planned is not None else None
+            data = None
+            if planned is not None:
+                data = _encode_manifest(manifest, owner_ids, by_owner, planned)
+                _write_file(os.path.join(staging, MANIFEST_NAME), data, sync)
             results = [future.result() for future in futures]
         if planned is not None and results != planned:
             raise RuntimeError("inert.dump: the shards were not written where they were planned")  # a bug, not bad input
         if data is None:
             data = _encode_manifest(manifest, owner_ids, by_owner, results)
-        fd = os.open(os.path.join(staging, MANIFEST_NAME), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-        try:
-            _write_all(fd, data)
-            if sync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+            _write_file(os.path.join(staging, MANIFEST_NAME), data, sync)
         publish(staging, dest, sync)
     except BaseException:
         discard(staging)
