@@ -35,9 +35,19 @@ MAX_FRAMED_PAYLOAD = 16 << 20
 _U64_MAX = (1 << 64) - 1
 
 
+class CodecCopiedPayload(RuntimeError):
+    """The codec's parts do not pass the payloads through, so they cannot be split into a frame."""
+
+
 def frame_for(fields: Sequence[tuple[str, str, Sequence[int]]], max_payload: int = MAX_FRAMED_PAYLOAD) -> Frame | None:
-    """The frame of ``fields`` (``(name, dtype name, shape)`` each), or ``None`` if their payloads exceed ``max_payload``."""
-    return Frame(fields) if Frame.payload_size(fields) <= min(max_payload, MAX_FRAMED_PAYLOAD) else None
+    """The frame of ``fields`` (``(name, dtype name, shape)`` each), or ``None``: payloads above ``max_payload``,
+    or a codec that copies payloads (its records are then encoded and decoded row by row, as correct and slower)."""
+    if Frame.payload_size(fields) > min(max_payload, MAX_FRAMED_PAYLOAD):
+        return None
+    try:
+        return Frame(fields)
+    except CodecCopiedPayload:
+        return None
 
 
 def _payload_size(dtype: str, shape: Sequence[int]) -> int:
@@ -77,7 +87,7 @@ class Frame:
                 current.append(bytes(part))
         segments.append(b"".join(current))
         if len(segments) != len(payloads) + 1:
-            raise RuntimeError("the dump-shard codec copied a tensor payload; record frames cannot be built")
+            raise CodecCopiedPayload("the dump-shard codec copied a tensor payload; record frames cannot be built")
         for data in payloads:
             data.release()
         self.length = sum(map(len, segments)) + sum(sizes)
