@@ -212,3 +212,27 @@ def test_rows_above_the_frame_limit_go_through_the_codec(tmp_path: Path, monkeyp
     _flip(tmp_path / "d" / shard["file"], shard["offsets"][0] + shard["lengths"][0] // 2)
     with pytest.raises(ChecksumError, match=r"rows\[0\]\.crc32"):
         load(tmp_path / "d")
+
+
+def test_any_flipped_byte_of_a_dense_shard_is_refused(tmp_path: Path) -> None:
+    rows = dense_rows(3)
+    dump(rows, tmp_path / "d")
+    shard = tmp_path / "d" / "shard-00000.bin"
+    original = shard.read_bytes()
+    # Every byte outside the payloads, and every 7th byte inside them (each covered by the CRC-32 alike).
+    record = dump_manifest.decode((tmp_path / "d" / "MANIFEST").read_bytes())["shards"][0]
+    payload = _frame([("ids", torch.int64, (96,)), ("lp", torch.float32, (96,))])
+    inside: set[int] = set()
+    for offset in record["offsets"]:
+        pos = offset + 8
+        for gap, size in zip(payload.gaps, payload.sizes, strict=False):
+            inside.update(range(pos + len(gap), pos + len(gap) + size))
+            pos += len(gap) + size
+    for at in range(len(original)):
+        if at in inside and at % 7:
+            continue
+        damaged = bytearray(original)
+        damaged[at] ^= 0x01
+        shard.write_bytes(damaged)
+        with pytest.raises(InertError):
+            load(tmp_path / "d")
