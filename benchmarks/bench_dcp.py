@@ -120,10 +120,10 @@ def bench_dcp(root: Path, repeat: int, gib: float) -> dict[str, float]:
     runs: dict[str, Callable[[], Any]] = {}
     for name, (writer, reader) in kinds.items():
         path = root / name
-        runs[f"save_{name}"] = lambda w=writer, p=path: dcp.save(state, storage_writer=w(p), no_dist=True)
-        runs[f"load_{name}"] = lambda r=reader, p=path: dcp.load(target, storage_reader=r(p), no_dist=True)
+        runs[f"save_{name}"] = lambda w=writer, p=path: dcp.save(state, storage_writer=w(p))
+        runs[f"load_{name}"] = lambda r=reader, p=path: dcp.load(target, storage_reader=r(p))
     unchecked = it.FileSystemReader(root / "inert", verify_checksums=False)
-    runs["load_unchecked"] = lambda: dcp.load(target, storage_reader=unchecked, no_dist=True)
+    runs["load_unchecked"] = lambda: dcp.load(target, storage_reader=unchecked)
     times = interleaved(runs, repeat)
     results = {key: min(values) for key, values in times.items()}
     medians = {key: statistics.median(values) for key, values in times.items()}
@@ -142,7 +142,7 @@ def bench_tensors(root: Path, repeat: int) -> None:
     size = nbytes(tensors)
     print(f"(b) reading {len(tensors)} tensors, {size / (1 << 20):.0f} MiB")
     save_file(tensors, str(root / "t.safetensors"))
-    dcp.save(tensors, storage_writer=it.FileSystemWriter(root / "t_inert", sync_files=False), no_dist=True)
+    dcp.save(tensors, storage_writer=it.FileSystemWriter(root / "t_inert", sync_files=False))
     raw = root / "t.raw"
     with open(raw, "wb") as out:
         for t in tensors.values():
@@ -155,13 +155,13 @@ def bench_tensors(root: Path, repeat: int) -> None:
             dest[k].copy_(v)
 
     def inert_read() -> None:
-        dcp.load(dest, storage_reader=it.FileSystemReader(root / "t_inert"), no_dist=True)
+        dcp.load(dest, storage_reader=it.FileSystemReader(root / "t_inert"))
 
     def fromfile() -> None:
         np.fromfile(raw, dtype=np.uint8)
 
     def inert_unchecked() -> None:
-        dcp.load(dest, storage_reader=it.FileSystemReader(root / "t_inert", verify_checksums=False), no_dist=True)
+        dcp.load(dest, storage_reader=it.FileSystemReader(root / "t_inert", verify_checksums=False))
 
     runs: dict[str, Callable[[], Any]] = {"inert": inert_read, "unchecked": inert_unchecked,
                                           "safetensors": safetensors_read, "fromfile": fromfile}

@@ -249,7 +249,7 @@ def checkpoint_subject(root: Path) -> Subject:
     warnings.filterwarnings("ignore", message="torch.distributed is disabled")
     state = _adam_state()
     path = root / "checkpoint"
-    dcp.save(copy.deepcopy(state), storage_writer=inert.torch.FileSystemWriter(path), no_dist=True)
+    dcp.save(copy.deepcopy(state), storage_writer=inert.torch.FileSystemWriter(path))
     original = copy.deepcopy(state)
 
     def load() -> Any:

@@ -103,7 +103,7 @@ def checkpoint_kind() -> Kind:
         tensor.add_(1)
     new["extra"] = {"epoch": 4, "note": "newer"}
     pristine = Path(tempfile.mkdtemp(prefix="inert-crash-previous-")) / "checkpoint"
-    dcp.save(copy.deepcopy(previous), storage_writer=inert.torch.FileSystemWriter(pristine), no_dist=True)
+    dcp.save(copy.deepcopy(previous), storage_writer=inert.torch.FileSystemWriter(pristine))
 
     def prepare(root: Path) -> Path:
         dest = root / "checkpoint"
@@ -112,7 +112,7 @@ def checkpoint_kind() -> Kind:
 
     def save(dest: Path) -> None:
         torch.set_num_threads(1)
-        dcp.save(copy.deepcopy(new), storage_writer=inert.torch.FileSystemWriter(dest), no_dist=True)
+        dcp.save(copy.deepcopy(new), storage_writer=inert.torch.FileSystemWriter(dest))
 
     def judge(dest: Path) -> str:
         if not (dest / ".metadata").exists():

@@ -112,8 +112,8 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     paths = {name: root / name for name in ("inert", "legacy", "inert2", "legacy2", "dump")}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        dcp.save(make_state(), storage_writer=FileSystemWriter(paths["inert"]), no_dist=True)
-        dcp.save(make_state(), storage_writer=dcp.FileSystemWriter(paths["legacy"]), no_dist=True)
+        dcp.save(make_state(), storage_writer=FileSystemWriter(paths["inert"]))
+        dcp.save(make_state(), storage_writer=dcp.FileSystemWriter(paths["legacy"]))
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), WORLD_SIZE="2")
     procs = [subprocess.Popen([sys.executable, __file__, str(paths["inert2"]), str(paths["legacy2"])],
                               env=dict(env, RANK=str(rank)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -329,8 +329,7 @@ def test_verify_whole_directories(made: dict[str, Path], capsys: Any, name: str,
 @pytest.mark.skipif("use_collectives" not in pyinspect.signature(dcp.save).parameters,
                     reason="rank-local metadata (use_collectives) exists from PyTorch 2.9 on")
 def test_verify_and_inspect_rank_local_metadata(tmp_path: Path, capsys: Any) -> None:
-    dcp.save({"w": torch.ones(3), "v": 3}, storage_writer=FileSystemWriter(tmp_path), no_dist=True,
-             use_collectives=False)
+    dcp.save({"w": torch.ones(3), "v": 3}, storage_writer=FileSystemWriter(tmp_path), use_collectives=False)
     assert (tmp_path / "__0.metadata").exists() and not (tmp_path / ".metadata").exists()
     code, out, _ = run_cli("verify", str(tmp_path), capsys=capsys)
     assert code == 0 and VERDICT_OK.match(out) and " 2 files, 2 records" in out
@@ -495,7 +494,7 @@ def test_migrate_single_rank_loads_bit_exactly(made: dict[str, Path], tmp_path: 
     assert re.search(r"verify: OK: 2 files, 10 records, \d+ bytes", out)
     want = make_state()
     state = blank(want)
-    dcp.load(state, storage_reader=FileSystemReader(out_dir), no_dist=True)
+    dcp.load(state, storage_reader=FileSystemReader(out_dir))
     assert_bit_exact(state, want)
     # the fqns and planner data are the source's
     legacy = dcp.FileSystemReader(made["legacy"]).read_metadata()
@@ -513,11 +512,11 @@ def test_migrate_two_ranks_loads_bit_exactly_with_inert_and_dcp(made: dict[str, 
     assert "converted 3 tensors" in out and "in 4 chunks" in out
     want = multi_expected()
     state = blank(want)
-    dcp.load(state, storage_reader=FileSystemReader(out_dir), no_dist=True)
+    dcp.load(state, storage_reader=FileSystemReader(out_dir))
     assert_bit_exact(state, want)
     # the Inert checkpoint the same ranks saved loads to the same values
     state = blank(want)
-    dcp.load(state, storage_reader=FileSystemReader(made["inert2"]), no_dist=True)
+    dcp.load(state, storage_reader=FileSystemReader(made["inert2"]))
     assert_bit_exact(state, want)
 
 
@@ -531,7 +530,7 @@ def test_migrate_model_and_adam_state(tmp_path: Path, capsys: Any) -> None:
     want = {"model": model.state_dict(), "optim": optim.state_dict()}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        dcp.save(want, storage_writer=dcp.FileSystemWriter(tmp_path / "legacy"), no_dist=True)
+        dcp.save(want, storage_writer=dcp.FileSystemWriter(tmp_path / "legacy"))
     code, _, err = run_cli("migrate", "--trust-source", str(tmp_path / "legacy"), str(tmp_path / "out"), capsys=capsys)
     assert code == 0, err
 
@@ -546,7 +545,7 @@ def test_migrate_model_and_adam_state(tmp_path: Path, capsys: Any) -> None:
 
     state = template(want)
     assert state["optim"]["param_groups"][0]["lr"] is None
-    dcp.load(state, storage_reader=FileSystemReader(tmp_path / "out"), no_dist=True)
+    dcp.load(state, storage_reader=FileSystemReader(tmp_path / "out"))
     assert state["optim"]["param_groups"] == want["optim"]["param_groups"]
     assert_bit_exact(state["model"], dict(want["model"]))
     assert_bit_exact(state["optim"]["state"], want["optim"]["state"])
@@ -587,7 +586,7 @@ def test_migrate_refuses_a_value_weights_only_refuses(tmp_path: Path, capsys: An
     source = tmp_path / "legacy"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        dcp.save({"w": torch.ones(2), "odd": Custom()}, storage_writer=dcp.FileSystemWriter(source), no_dist=True)
+        dcp.save({"w": torch.ones(2), "odd": Custom()}, storage_writer=dcp.FileSystemWriter(source))
     code, _, err = run_cli("migrate", "--trust-source", str(source), str(tmp_path / "out"), capsys=capsys)
     assert code == 1 and len(err.splitlines()) == 1
     assert err.startswith("inert: migrate: odd: torch.load(weights_only=True) refused the value: it names ")
@@ -598,8 +597,7 @@ def test_migrate_of_a_value_inert_cannot_write_leaves_dst_as_it_was(tmp_path: Pa
     source = tmp_path / "legacy"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        dcp.save({"w": torch.ones(2), "dev": torch.device("cpu")}, storage_writer=dcp.FileSystemWriter(source),
-                 no_dist=True)
+        dcp.save({"w": torch.ones(2), "dev": torch.device("cpu")}, storage_writer=dcp.FileSystemWriter(source))
     empty = tmp_path / "empty"
     empty.mkdir()
     for target in (tmp_path / "absent", empty):
