@@ -22,7 +22,7 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 
 import inert.torch
-from inert.torch import TORCH_VERSION, FileSystemReader, FileSystemWriter
+from inert.torch import FileSystemReader, FileSystemWriter
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
 ROWS, COLS = 8, 6
@@ -140,9 +140,12 @@ def _worker(scenario: str, path: str) -> None:
                 raise AssertionError("the save succeeded")
         dist.barrier()
     finally:
-        if TORCH_VERSION >= (2, 4):  # 2.3's teardown of a file-store group can wait forever for a peer that exited
-            dist.destroy_process_group()
+        # No teardown: tearing a file-store group down can wait forever for a peer that already exited
+        # (seen on 2.3, and on 2.4 in about one run in three).  Every rank passed the barrier above.
+        sys.stdout.flush()
+        sys.stderr.flush()
 
 
 if __name__ == "__main__":
     _worker(sys.argv[1], sys.argv[2])
+    os._exit(0)  # past the process group's exit handlers, for the same reason
