@@ -21,7 +21,7 @@ import torch
 
 from inert._errors import TruncatedError
 
-__all__ = ["BLOCK", "CRC32_IMPLEMENTATION", "byte_view", "crc32", "read_into", "write_from"]
+__all__ = ["BLOCK", "CRC32_IMPLEMENTATION", "byte_view", "crc32", "pwrite_all", "read_into", "write_from"]
 
 
 def _fastest_crc32() -> tuple[Callable[..., int], str]:
@@ -51,14 +51,17 @@ def byte_view(tensor: torch.Tensor) -> memoryview:
 
 
 def read_into(fd: int, offset: int, dest: memoryview, crc: int | None, name: str) -> int | None:
-    """Fill ``dest`` from ``fd`` at ``offset``, continuing ``crc`` over the bytes (None: no checksum)."""
+    """Fill ``dest`` from ``fd`` at ``offset``, continuing ``crc`` over the bytes (None: no checksum).
+
+    A file that ends first is a ``TruncatedError`` at the first byte missing, in the field ``name``.
+    """
     size = len(dest)
     done = 0
     while done < size:
         block = dest[done : done + BLOCK]
         got = os.preadv(fd, [block], offset + done)
         if got <= 0:
-            raise TruncatedError("checkpoint-shard", offset + done, name, f"{size - done} payload bytes needed, 0 present")
+            raise TruncatedError("checkpoint-shard", offset + done, name, f"{size - done} bytes needed, 0 present")
         if crc is not None:
             crc = crc32(block[:got], crc)
         done += got
@@ -67,11 +70,16 @@ def read_into(fd: int, offset: int, dest: memoryview, crc: int | None, name: str
 
 def write_from(fd: int, offset: int, source: memoryview, crc: int) -> int:
     """Write ``source`` to ``fd`` at ``offset``; return ``crc`` continued over it."""
-    size = len(source)
-    done = 0
-    while done < size:
-        end = min(size, done + BLOCK)
-        crc = crc32(source[done:end], crc)
-        while done < end:  # pwrite may write less than asked
-            done += os.pwrite(fd, source[done:end], offset + done)
+    for done in range(0, len(source), BLOCK):
+        block = source[done : done + BLOCK]
+        crc = crc32(block, crc)
+        pwrite_all(fd, block, offset + done)
     return crc
+
+
+def pwrite_all(fd: int, data: bytes | memoryview, offset: int) -> None:
+    """Write all of ``data`` to ``fd`` at ``offset`` (``pwrite`` may write less than asked)."""
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written

@@ -81,19 +81,10 @@ _BATCH_BYTES = 4 << 20
 _BATCH_RECORDS = 64
 
 
-def _read_exact(fd: int, view: memoryview, offset: int, name: str) -> None:
-    done = 0
-    while done < len(view):
-        got = os.preadv(fd, [view[done:]], offset + done)
-        if got <= 0:
-            raise TruncatedError("checkpoint-shard", offset + done, name, f"{len(view) - done} bytes needed, 0 present")
-        done += got
-
-
 def _read_tail(fd: int, info: InertStorageInfo, name: str) -> bytes:
     """A record's last four bytes: the CRC-32 it carries."""
     tail = bytearray(4)
-    _read_exact(fd, memoryview(tail), info.offset + info.length - 4, name)
+    read_into(fd, info.offset + info.length - 4, memoryview(tail), None, name)
     return bytes(tail)
 
 
@@ -103,7 +94,7 @@ def _file_crc(fd: int, info: InertStorageInfo, name: str) -> int:
     crc = 0
     for at in range(0, info.length - 4, BLOCK):
         part = block[: min(BLOCK, info.length - 4 - at)]
-        _read_exact(fd, part, info.offset + at, name)
+        read_into(fd, info.offset + at, part, None, name)
         crc = crc32(part, crc)
     return crc
 
@@ -317,7 +308,7 @@ class FileSystemReader(StorageReader):
         """The general path: the whole record read into a buffer, decoded and checked, then copied."""
         buffer = buffers.take(info.length)
         view = memoryview(buffer.numpy())[: info.length]  # type: ignore[arg-type]
-        _read_exact(fd, view, info.offset, name)
+        read_into(fd, info.offset, view, None, name)
         record = self._decode(view, name, item, info, self.verify_checksums)
         if record["crc32"] != info.crc32:
             raise ChecksumError("checkpoint-shard", info.offset + info.length - 4, item.storage_index.fqn,
@@ -358,7 +349,7 @@ class FileSystemReader(StorageReader):
         scratch = self._scratch.view(info.length)
         if scratch is None:
             return None
-        _read_exact(fd, scratch[: min(info.length, _HEAD_MAX)], info.offset, name)
+        read_into(fd, info.offset, scratch[: min(info.length, _HEAD_MAX)], None, name)
         if scratch[0] != shard.RecordKind.TENSOR:  # not a tensor header: the whole record says what it is
             return None
         stored = _CRC.unpack_from(_read_tail(fd, info, name))[0]

@@ -37,7 +37,7 @@ from inert.codecs import checkpoint_shard as shard
 
 from ._compat import dtype_name
 from ._metadata import InertStorageInfo, dumps_metadata
-from ._payload import BLOCK, crc32, write_from
+from ._payload import BLOCK, crc32, pwrite_all, write_from
 
 try:
     from torch.distributed.checkpoint.staging import BlockingAsyncStager as _Stager
@@ -134,7 +134,7 @@ def _layout(items: list[WriteItem], values: dict[Any, list[Any]]) -> tuple[bytes
 def _write_record(fd: int, slot: _Slot, planner: SavePlanner) -> int:
     """Write one record at its place; return its CRC-32."""
     if slot.item.type == WriteItemType.BYTE_IO:
-        os.pwrite(fd, slot.head, slot.offset)
+        pwrite_all(fd, slot.head, slot.offset)
         return int(_COUNT.unpack(slot.head[-4:])[0])
     fqn = slot.item.index.fqn
     tensor = planner.resolve_data(slot.item)
@@ -149,19 +149,12 @@ def _write_record(fd: int, slot: _Slot, planner: SavePlanner) -> int:
     if len(data) < BLOCK:  # small: one write
         record = slot.head + data.tobytes()
         crc = crc32(record)
-        _pwrite_all(fd, record + _COUNT.pack(crc), slot.offset)
+        pwrite_all(fd, record + _COUNT.pack(crc), slot.offset)
         return crc
-    _pwrite_all(fd, slot.head, slot.offset)
+    pwrite_all(fd, slot.head, slot.offset)
     crc = write_from(fd, slot.offset + len(slot.head), data, crc32(slot.head))
-    _pwrite_all(fd, _COUNT.pack(crc), slot.offset + slot.length - 4)
+    pwrite_all(fd, _COUNT.pack(crc), slot.offset + slot.length - 4)
     return crc
-
-
-def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
-    view = memoryview(data)
-    while view:  # pwrite may write less than asked
-        written = os.pwrite(fd, view, offset)
-        view, offset = view[written:], offset + written
 
 
 def _write_files(root: Path, jobs: list[tuple[str, list[WriteItem]]], planner: SavePlanner,
@@ -190,7 +183,7 @@ def _write_files(root: Path, jobs: list[tuple[str, list[WriteItem]]], planner: S
                        for name, fd, _, slots in files for slot in slots]
             try:
                 for _, fd, head, _ in files:
-                    _pwrite_all(fd, head, 0)
+                    pwrite_all(fd, head, 0)
                 results = [WriteResult(index=slot.item.index, size_in_bytes=slot.length,
                                        storage_data=InertStorageInfo(name, slot.offset, slot.length, crc32=future.result()))
                            for name, slot, future in futures]
