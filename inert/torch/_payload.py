@@ -56,9 +56,10 @@ def read_into(fd: int, offset: int, dest: memoryview, crc: int | None, name: str
     A file that ends first is a ``TruncatedError`` at the first byte missing, in the field ``name``.
     """
     size = len(dest)
+    step = BLOCK if crc is not None else size  # unchecked bytes need no cache-sized blocks: one call
     done = 0
     while done < size:
-        block = dest[done : done + BLOCK]
+        block = dest[done : done + step]
         got = os.preadv(fd, [block], offset + done)
         if got <= 0:
             raise TruncatedError("checkpoint-shard", offset + done, name, f"{size - done} bytes needed, 0 present")

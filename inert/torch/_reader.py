@@ -31,11 +31,11 @@ import sys
 import threading
 import uuid
 from collections import defaultdict, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future as _PoolFuture
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch.distributed.checkpoint._traverse import set_element
@@ -79,6 +79,11 @@ _NORESERVE = 0x4000 if sys.platform.startswith("linux") else 0
 #: Records handed to a reading thread at once: small records travel together.
 _BATCH_BYTES = 4 << 20
 _BATCH_RECORDS = 64
+_END = object()
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+#: Where a read item's tensor goes: ``LoadPlanner.resolve_tensor`` or ``load_tensors``' own lookup.
+Resolve = Callable[[ReadItem], torch.Tensor]
 
 
 def _read_tail(fd: int, info: InertStorageInfo, name: str) -> bytes:
@@ -116,10 +121,10 @@ def _narrow(tensor: torch.Tensor, offsets: Any, lengths: Any) -> torch.Tensor:
     return tensor
 
 
-def _copy_into(planner: LoadPlanner, item: ReadItem, tensor: torch.Tensor) -> torch.Tensor:
+def _copy_into(resolve: Resolve, item: ReadItem, tensor: torch.Tensor) -> torch.Tensor:
     """Copy the planned part of a checked record into its destination; never broadcast."""
     source = _narrow(tensor, item.storage_offsets, item.lengths)
-    target = planner.resolve_tensor(item).detach()
+    target = resolve(item).detach()
     if target.size() != source.size():
         reason = f"destination has shape {tuple(target.size())}, the record gives {tuple(source.size())}"
         raise ShapeMismatchError("checkpoint-shard", -1, item.dest_index.fqn, reason)
@@ -159,6 +164,40 @@ class _Buffers:
             self._free.append(buffer)
             if len(self._free) > self._keep:
                 self._free.pop(min(range(len(self._free)), key=lambda i: self._free[i].numel()))
+
+
+def _shared(work: list[_T], task: Callable[[_T], _R], threads: int) -> list[_R]:
+    """``task`` over ``work`` by ``threads`` threads, this one included, each taking the next entry when done.
+
+    No queue, future or wake-up of an idle coordinating thread per entry: a record costs
+    a lock and a list append beyond its own reading.  The first failure stops every thread
+    at its next entry and is raised here once all have stopped.
+    """
+    entries = iter(work)
+    lock = threading.Lock()
+    results: list[_R] = []
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        while not failures:
+            with lock:
+                entry = next(entries, _END)
+            if entry is _END:
+                return
+            try:
+                results.append(task(entry))  # type: ignore[arg-type]
+            except BaseException as exc:  # noqa: BLE001 - re-raised on the calling thread
+                failures.append(exc)
+
+    helpers = [threading.Thread(target=run, name="inert-reader", daemon=True) for _ in range(threads - 1)]
+    for helper in helpers:
+        helper.start()
+    run()
+    for helper in helpers:
+        helper.join()
+    if failures:
+        raise failures[0]
+    return results
 
 
 def _batches(work: list[tuple[str, ReadItem, InertStorageInfo]]) -> Iterator[list[tuple[str, ReadItem, InertStorageInfo]]]:
@@ -292,18 +331,18 @@ class FileSystemReader(StorageReader):
         return plans
 
     def _load(
-        self, fd: int, name: str, item: ReadItem, info: InertStorageInfo, buffers: _Buffers, planner: LoadPlanner | None
+        self, fd: int, name: str, item: ReadItem, info: InertStorageInfo, buffers: _Buffers, resolve: Resolve | None
     ) -> tuple[ReadItem, Any, Any]:
         """Read, decode and check one record; return the value, or the tensor (a view of the buffer, also
-        returned), or with ``planner`` the destination the tensor was copied into (the buffer is then None)."""
-        if item.type == LoadItemType.TENSOR and info.length > _DIRECT_MIN and planner is not None:
-            target = self._load_direct(fd, name, item, info, buffers, planner)
+        returned), or with ``resolve`` the destination the tensor was copied into (the buffer is then None)."""
+        if item.type == LoadItemType.TENSOR and info.length > _DIRECT_MIN and resolve is not None:
+            target = self._load_direct(fd, name, item, info, resolve)
             if target is not None:
                 return item, target, None
-        return self._load_whole(fd, name, item, info, buffers, planner)
+        return self._load_whole(fd, name, item, info, buffers, resolve)
 
     def _load_whole(
-        self, fd: int, name: str, item: ReadItem, info: InertStorageInfo, buffers: _Buffers, planner: LoadPlanner | None
+        self, fd: int, name: str, item: ReadItem, info: InertStorageInfo, buffers: _Buffers, resolve: Resolve | None
     ) -> tuple[ReadItem, Any, Any]:
         """The general path: the whole record read into a buffer, decoded and checked, then copied."""
         buffer = buffers.take(info.length)
@@ -322,14 +361,14 @@ class FileSystemReader(StorageReader):
         nbytes = len(body["data"])
         start = info.length - 4 - nbytes  # the payload ends where the CRC-32 begins
         tensor = buffer[start : start + nbytes].view(dtype).reshape(shape)
-        if planner is None:
+        if resolve is None:
             return item, tensor, buffer
-        target = _copy_into(planner, item, tensor)
+        target = _copy_into(resolve, item, tensor)
         buffers.give(buffer)
         return item, target, None
 
     def _load_direct(
-        self, fd: int, name: str, item: ReadItem, info: InertStorageInfo, buffers: _Buffers, planner: LoadPlanner
+        self, fd: int, name: str, item: ReadItem, info: InertStorageInfo, resolve: Resolve
     ) -> torch.Tensor | None:
         """A whole record read straight into a contiguous CPU destination, checksummed block by block.
 
@@ -342,7 +381,7 @@ class FileSystemReader(StorageReader):
         expected = self._expected(item, info)[0]
         if expected == torch.bool:
             return None
-        target = planner.resolve_tensor(item).detach()
+        target = resolve(item).detach()
         if (target.device.type != "cpu" or not target.is_contiguous() or target.is_conj() or target.is_neg()
                 or target.dtype != expected or any(item.storage_offsets)):
             return None
@@ -427,10 +466,15 @@ class FileSystemReader(StorageReader):
             raise ShapeMismatchError("checkpoint-shard", info.offset, fqn, f"no chunk at {where}")
         return md.properties.dtype, tuple(chunks[index].sizes)
 
-    def _records(self, plan: LoadPlan, buffers: _Buffers, planner: LoadPlanner | None) -> Iterator[tuple[ReadItem, Any, Any]]:
-        """Every record of the plan, checked, with a bounded number in flight."""
+    def _records(self, items: list[ReadItem], buffers: _Buffers, resolve: Resolve | None) -> Iterator[tuple[ReadItem, Any, Any]]:
+        """Every record of ``items``, checked.
+
+        With ``resolve`` the threads put tensors in place themselves and what they return holds
+        no buffer: they share the records out (see ``_shared``) and this yields once all are in.
+        Without, results come in plan order with a bounded number of buffers in flight.
+        """
         per_file: dict[str, list[tuple[ReadItem, InertStorageInfo]]] = defaultdict(list)
-        for item in plan.items:
+        for item in items:
             info = self.storage_data[item.storage_index]
             per_file[info.relative_path].append((item, info))
         self._check_placement({name: [info for _, info in pairs] for name, pairs in per_file.items()})
@@ -438,22 +482,25 @@ class FileSystemReader(StorageReader):
         try:
             work = [(name, item, info) for name, pairs in per_file.items()
                     for item, info in sorted(pairs, key=lambda p: p[1].offset)]
-            if self.thread_count == 1:
-                for name, item, info in work:
-                    yield self._load(fds[name], name, item, info, buffers, planner)
-                return
-            def run(batch: list[tuple[str, ReadItem, InertStorageInfo]]) -> list[tuple[ReadItem, Any, Any]]:
-                return [self._load(fds[name], name, item, info, buffers, planner) for name, item, info in batch]
 
-            with ThreadPoolExecutor(self.thread_count) as pool:
-                window = 2 * self.thread_count
-                pending: deque[_PoolFuture[list[tuple[ReadItem, Any, Any]]]] = deque()
-                for batch in _batches(work):
-                    pending.append(pool.submit(run, batch))
-                    if len(pending) >= window:
-                        yield from pending.popleft().result()
-                for future in pending:
-                    yield from future.result()
+            def load(entry: tuple[str, ReadItem, InertStorageInfo]) -> tuple[ReadItem, Any, Any]:
+                name, item, info = entry
+                return self._load(fds[name], name, item, info, buffers, resolve)
+
+            if self.thread_count == 1:
+                yield from map(load, work)
+            elif resolve is not None:
+                yield from _shared(work, load, self.thread_count)
+            else:
+                with ThreadPoolExecutor(self.thread_count) as pool:
+                    window = 2 * self.thread_count
+                    pending: deque[_PoolFuture[list[tuple[ReadItem, Any, Any]]]] = deque()
+                    for batch in _batches(work):
+                        pending.append(pool.submit(lambda b: [load(entry) for entry in b], batch))
+                        if len(pending) >= window:
+                            yield from pending.popleft().result()
+                    for future in pending:
+                        yield from future.result()
         finally:
             for fd in fds.values():
                 os.close(fd)
@@ -464,7 +511,8 @@ class FileSystemReader(StorageReader):
         # another planner's resolve_tensor and commit_tensor run on this thread, in order.
         parallel = type(planner).resolve_tensor is DefaultLoadPlanner.resolve_tensor
         buffers = _Buffers(keep=5 * self.thread_count)
-        for item, loaded, buffer in self._records(plan, buffers, planner if parallel else None):
+        resolve = planner.resolve_tensor if parallel else None
+        for item, loaded, buffer in self._records(plan.items, buffers, resolve):
             if item.type == LoadItemType.BYTE_IO:
                 if direct:
                     _set_value(planner, item, loaded)
@@ -475,7 +523,7 @@ class FileSystemReader(StorageReader):
                     planner.load_bytes(item, stream)
                 continue
             if buffer is not None:
-                target = _copy_into(planner, item, loaded)
+                target = _copy_into(planner.resolve_tensor, item, loaded)
                 buffers.give(buffer)
             else:
                 target = loaded
