@@ -11,7 +11,9 @@ bytes, MessagePack values), each with a CRC-32::
     dcp.save(state, storage_writer=FileSystemWriter(path))
     dcp.load(state, storage_reader=FileSystemReader(path))
 
-``dumps_metadata``/``loads_metadata`` convert DCP's ``Metadata`` on their own.
+``dumps_metadata``/``loads_metadata`` convert DCP's ``Metadata`` on their own;
+``load_tensors(path, into)`` reads a checkpoint's tensors without ``dcp.load``
+(same checks, no planning: for one process reading tensors by name).
 
 PyTorch releases: 2.4 and later load through ``dcp.load`` (``inert.torch.load`` picks
 the entry point for the running release).  2.2 and 2.3 must
@@ -30,6 +32,7 @@ from typing import Any
 from ._compat import TORCH_VERSION, parse_version
 from ._metadata import InertStorageInfo, dumps_metadata, loads_metadata
 from ._reader import FileSystemReader, ShapeMismatchError
+from ._tensors import load_tensors
 from ._writer import FileSystemWriter
 
 
@@ -58,6 +61,7 @@ __all__ = [
     "FileSystemWriter",
     "FileSystemReader",
     "load",
+    "load_tensors",
     "ShapeMismatchError",
     "InertStorageInfo",
     "dumps_metadata",

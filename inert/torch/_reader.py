@@ -466,6 +466,15 @@ class FileSystemReader(StorageReader):
             raise ShapeMismatchError("checkpoint-shard", info.offset, fqn, f"no chunk at {where}")
         return md.properties.dtype, tuple(chunks[index].sizes)
 
+    def _placed(self, items: list[ReadItem]) -> dict[str, list[tuple[ReadItem, InertStorageInfo]]]:
+        """``items`` and their records by file, once every record is checked to lie inside its file."""
+        per_file: dict[str, list[tuple[ReadItem, InertStorageInfo]]] = defaultdict(list)
+        for item in items:
+            info = self.storage_data[item.storage_index]
+            per_file[info.relative_path].append((item, info))
+        self._check_placement({name: [info for _, info in pairs] for name, pairs in per_file.items()})
+        return per_file
+
     def _records(self, items: list[ReadItem], buffers: _Buffers, resolve: Resolve | None) -> Iterator[tuple[ReadItem, Any, Any]]:
         """Every record of ``items``, checked.
 
@@ -473,11 +482,7 @@ class FileSystemReader(StorageReader):
         no buffer: they share the records out (see ``_shared``) and this yields once all are in.
         Without, results come in plan order with a bounded number of buffers in flight.
         """
-        per_file: dict[str, list[tuple[ReadItem, InertStorageInfo]]] = defaultdict(list)
-        for item in items:
-            info = self.storage_data[item.storage_index]
-            per_file[info.relative_path].append((item, info))
-        self._check_placement({name: [info for _, info in pairs] for name, pairs in per_file.items()})
+        per_file = self._placed(items)
         fds = {name: os.open(self.path / name, os.O_RDONLY) for name in per_file}
         try:
             work = [(name, item, info) for name, pairs in per_file.items()

@@ -1,0 +1,149 @@
+"""``load_tensors``: an Inert checkpoint's tensors read into tensors directly, without DCP's planning.
+
+``dcp.load`` plans a read for any state dict, any sharding and any process
+group: for a few dozen large tensors its planning costs about as much as
+reading a tenth of their bytes.  ``load_tensors`` covers the common case
+outside DCP (one process reading tensors by their checkpoint names) with the
+same reader and the same checks as ``FileSystemReader``: the metadata decoded
+by the codec, records inside their files without overlap, each record's dtype
+and shape equal to the metadata's before any payload byte is read, every
+CRC-32 unless turned off, and nothing unpickled.
+
+Before any byte is copied it also checks what DCP leaves to the planner: every
+destination has the checkpoint's dtype and shape, and the chunks of every
+tensor (one per saving rank that held a part) tile it exactly, so that a new
+tensor has no byte the file did not give.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+import numpy as np
+import torch
+from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, MetadataIndex, TensorStorageMetadata
+from torch.distributed.checkpoint.planner import LoadItemType, ReadItem
+
+from inert._errors import InvalidValueError, LimitError, TruncatedError
+from inert.codecs import checkpoint_metadata as metadata_codec
+
+from ._metadata import InertStorageInfo
+from ._reader import FileSystemReader, ShapeMismatchError, _Buffers, _narrow
+
+__all__ = ["load_tensors", "MAX_TILING_CELLS"]
+
+#: Most cells of the grid that a tensor's chunk boundaries draw (one byte each while tiling is checked).
+MAX_TILING_CELLS = 1 << 24
+
+
+def load_tensors(
+    path: str | os.PathLike[str],
+    into: dict[str, torch.Tensor] | None = None,
+    *,
+    verify_checksums: bool = True,
+    thread_count: int = 2,
+    max_metadata_size: int = metadata_codec.MAX_SIZE,
+) -> dict[str, torch.Tensor]:
+    """Read the tensors of the Inert checkpoint at ``path``, in one process, without ``dcp.load``.
+
+    Keys are the checkpoint's names (DCP's flattened ones: ``"model.fc.weight"``).
+    ``into`` None: every tensor of the checkpoint, in new CPU tensors.  Otherwise the
+    tensors of ``into``'s keys, read in place (``into`` is returned); the checkpoint's other
+    entries are not read.  A key the checkpoint lacks, holds as a value, or holds with
+    another dtype or shape is a ``ShapeMismatchError`` naming the key and both, raised
+    before any byte is copied; bad bytes are ``InertError``s as with ``FileSystemReader``,
+    whose options the keyword arguments are.
+    """
+    reader = FileSystemReader(path, verify_checksums=verify_checksums, thread_count=thread_count,
+                              max_metadata_size=max_metadata_size)
+    metadata = reader.read_metadata()
+    reader.set_up_storage_reader(metadata, True)
+    entries = metadata.state_dict_metadata
+    if into is None:
+        wanted = {fqn: md for fqn, md in entries.items() if isinstance(md, TensorStorageMetadata)}
+    else:
+        wanted = {fqn: _entry_for(fqn, tensor, entries.get(fqn)) for fqn, tensor in into.items()}
+    items = [item for fqn, md in wanted.items() for item in _read_items(fqn, md, reader.storage_data)]
+    if into is None:
+        reader._placed(items)  # records inside their files: the bytes of the tensors below are there
+        into = {fqn: _new_tensor(fqn, md) for fqn, md in wanted.items()}
+    dest = into
+
+    def resolve(item: ReadItem) -> torch.Tensor:
+        return _narrow(dest[item.dest_index.fqn], item.dest_offsets, item.lengths)
+
+    for _ in reader._records(items, _Buffers(keep=2 * reader.thread_count), resolve):
+        pass
+    return dest
+
+
+def _entry_for(fqn: str, tensor: Any, md: Any) -> TensorStorageMetadata:
+    """``fqn``'s tensor entry, which must match the destination's dtype and shape."""
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"into[{fqn!r}] is a {type(tensor).__name__}, not a torch.Tensor")
+    if not isinstance(md, TensorStorageMetadata):
+        what = "no entry" if md is None else "a value, not a tensor"
+        raise ShapeMismatchError("checkpoint-metadata", -1, fqn, f"the checkpoint has {what} under this name")
+    if tensor.dtype != md.properties.dtype or tensor.shape != md.size:
+        reason = (f"destination is {tuple(tensor.shape)} {tensor.dtype}, "
+                  f"the checkpoint holds {tuple(md.size)} {md.properties.dtype}")
+        raise ShapeMismatchError("checkpoint-metadata", -1, fqn, reason)
+    return md
+
+
+def _read_items(fqn: str, md: TensorStorageMetadata, storage: dict[Any, InertStorageInfo]) -> list[ReadItem]:
+    """One read item per chunk, each reading its whole record into its place in the tensor."""
+    _check_tiling(fqn, md.size, md.chunks)
+    itemsize = md.properties.dtype.itemsize
+    items = []
+    for index, chunk in enumerate(md.chunks):
+        key = MetadataIndex(fqn, chunk.offsets, index)
+        info = storage[key]
+        nbytes = math.prod(chunk.sizes) * itemsize
+        if info.length < nbytes:  # with placement checked, a new tensor's bytes are all in the files
+            reason = f"a record of {info.length} bytes for a chunk of {nbytes}"
+            raise TruncatedError("checkpoint-metadata", -1, f"{fqn}.chunks[{index}]", reason)
+        items.append(ReadItem(type=LoadItemType.TENSOR, dest_index=key, dest_offsets=chunk.offsets, storage_index=key,
+                              storage_offsets=torch.Size([0] * len(chunk.offsets)), lengths=chunk.sizes))
+    return items
+
+
+def _check_tiling(fqn: str, size: torch.Size, chunks: list[ChunkStorageMetadata]) -> None:
+    """The chunks cover the tensor and none overlaps another (the metadata codec has put each inside it).
+
+    As many elements as the tensor, and no two chunks sharing a cell of the grid their
+    boundaries draw: then they cover it exactly.  The grid costs a byte a cell, bounded
+    by ``MAX_TILING_CELLS``; chunks laid out as a grid (any DCP sharding) make one cell each.
+    """
+    numel = math.prod(size)
+    held = sum(math.prod(chunk.sizes) for chunk in chunks)
+    if held != numel:
+        raise InvalidValueError("checkpoint-metadata", -1, f"{fqn}.chunks",
+                                f"{len(chunks)} chunks hold {held} elements, the tensor has {numel}")
+    if len(chunks) < 2 or numel == 0:  # one chunk inside the tensor with all its elements is the tensor
+        return
+    cuts = [sorted({0, end, *(c.offsets[d] for c in chunks), *(c.offsets[d] + c.sizes[d] for c in chunks)})
+            for d, end in enumerate(size)]
+    cells = math.prod(len(c) - 1 for c in cuts)
+    if cells > MAX_TILING_CELLS:
+        raise LimitError("checkpoint-metadata", -1, f"{fqn}.chunks",
+                         f"chunk boundaries draw {cells} cells, exceeds max_cells({MAX_TILING_CELLS})")
+    where = [{at: i for i, at in enumerate(c)} for c in cuts]
+    taken = np.zeros([len(c) - 1 for c in cuts], dtype=np.bool_)
+    for index, chunk in enumerate(chunks):
+        region = taken[tuple(slice(w[o], w[o + n]) for w, o, n in zip(where, chunk.offsets, chunk.sizes, strict=True))]
+        if region.any():
+            where_at = tuple(chunk.offsets)
+            raise InvalidValueError("checkpoint-metadata", -1, f"{fqn}.chunks[{index}]",
+                                    f"the chunk at {where_at} overlaps another")
+        region[...] = True
+
+
+def _new_tensor(fqn: str, md: TensorStorageMetadata) -> torch.Tensor:
+    try:
+        return torch.empty(md.size, dtype=md.properties.dtype)
+    except (RuntimeError, MemoryError):  # the files hold these bytes (placement is checked); memory may not
+        nbytes = math.prod(md.size) * md.properties.dtype.itemsize
+        raise LimitError("checkpoint-metadata", -1, fqn, f"a tensor of {nbytes} bytes cannot be allocated") from None
