@@ -21,25 +21,26 @@ import torch
 
 from inert._errors import TruncatedError
 
-__all__ = ["BLOCK", "CRC32_IMPLEMENTATION", "byte_view", "crc32", "pwrite_all", "read_into", "write_from"]
+__all__ = ["BLOCK", "CRC32_IMPLEMENTATION", "byte_view", "crc32", "crc32_combine", "pwrite_all", "read_into", "write_from"]
 
 
-def _fastest_crc32() -> tuple[Callable[..., int], str]:
+def _fastest_crc32() -> tuple[Callable[..., int], Callable[[int, int, int], int] | None, str]:
     try:
         from zlib_ng import zlib_ng
 
-        return zlib_ng.crc32, "zlib-ng"
+        return zlib_ng.crc32, zlib_ng.crc32_combine, "zlib-ng"
     except ImportError:
         pass
     try:
         from isal import isal_zlib
 
-        return isal_zlib.crc32, "isal"
+        return isal_zlib.crc32, isal_zlib.crc32_combine, "isal"
     except ImportError:
-        return zlib.crc32, "zlib"
+        return zlib.crc32, None, "zlib"
 
 
-crc32, CRC32_IMPLEMENTATION = _fastest_crc32()
+#: ``crc32_combine(a, b, len_b)``: the CRC-32 of two parts from theirs (None: the standard library has none).
+crc32, crc32_combine, CRC32_IMPLEMENTATION = _fastest_crc32()
 
 #: Half of a core's 2 MiB L2 cache on the machines this is tuned on: a block is still there when it is checksummed.
 BLOCK = 1 << 20

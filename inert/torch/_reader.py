@@ -23,6 +23,7 @@ never the file's bytes.
 
 from __future__ import annotations
 
+import functools
 import io
 import mmap
 import os
@@ -35,7 +36,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future as _PoolFuture
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 from torch.distributed.checkpoint._traverse import set_element
@@ -52,7 +53,7 @@ from inert.codecs import checkpoint_shard as shard
 
 from ._compat import torch_dtype
 from ._metadata import InertStorageInfo, loads_metadata
-from ._payload import BLOCK, byte_view, crc32, read_into
+from ._payload import BLOCK, byte_view, crc32, crc32_combine, read_into
 
 try:
     from torch.distributed.checkpoint.metadata import StorageMeta
@@ -79,9 +80,11 @@ _NORESERVE = 0x4000 if sys.platform.startswith("linux") else 0
 #: Records handed to a reading thread at once: small records travel together.
 _BATCH_BYTES = 4 << 20
 _BATCH_RECORDS = 64
-_END = object()
-_T = TypeVar("_T")
-_R = TypeVar("_R")
+#: A tensor payload at least twice this long is read in parts that any reading thread takes.
+_PART = 8 << 20
+#: What ``_load_direct`` returns for a payload handed out in parts: the last part reports the record.
+_SPREAD = object()
+Task = Callable[[], Any]
 #: Where a read item's tensor goes: ``LoadPlanner.resolve_tensor`` or ``load_tensors``' own lookup.
 Resolve = Callable[[ReadItem], torch.Tensor]
 
@@ -166,38 +169,87 @@ class _Buffers:
                 self._free.pop(min(range(len(self._free)), key=lambda i: self._free[i].numel()))
 
 
-def _shared(work: list[_T], task: Callable[[_T], _R], threads: int) -> list[_R]:
-    """``task`` over ``work`` by ``threads`` threads, this one included, each taking the next entry when done.
+class _Shared:
+    """Tasks taken in turn by a few threads, the calling one included; a task may add tasks for any to take next.
 
-    No queue, future or wake-up of an idle coordinating thread per entry: a record costs
-    a lock and a list append beyond its own reading.  The first failure stops every thread
-    at its next entry and is raised here once all have stopped.
+    No queue hand-off, future or wake-up of an idle coordinating thread per task: a record
+    costs a lock and a list append beyond its own reading.  A task returns a result or None
+    (its work reported by a later task).  The first failure stops every thread at its next
+    task and is raised by ``run`` once all have stopped.
     """
-    entries = iter(work)
-    lock = threading.Lock()
-    results: list[_R] = []
-    failures: list[BaseException] = []
 
-    def run() -> None:
-        while not failures:
-            with lock:
-                entry = next(entries, _END)
-            if entry is _END:
-                return
+    def __init__(self) -> None:
+        self._tasks: deque[Task] = deque()
+        self._lock = threading.Lock()
+        self._results: list[Any] = []
+        self._failures: list[BaseException] = []
+
+    def spill(self, tasks: list[Task]) -> None:
+        """Put ``tasks`` first in line, in order."""
+        with self._lock:
+            self._tasks.extendleft(reversed(tasks))
+
+    def _work(self) -> None:
+        while not self._failures:
+            with self._lock:
+                if not self._tasks:
+                    return
+                task = self._tasks.popleft()
             try:
-                results.append(task(entry))  # type: ignore[arg-type]
-            except BaseException as exc:  # noqa: BLE001 - re-raised on the calling thread
-                failures.append(exc)
+                result = task()
+            except BaseException as exc:  # noqa: BLE001 - raised again on the calling thread
+                self._failures.append(exc)
+                return
+            if result is not None:
+                self._results.append(result)
 
-    helpers = [threading.Thread(target=run, name="inert-reader", daemon=True) for _ in range(threads - 1)]
-    for helper in helpers:
-        helper.start()
-    run()
-    for helper in helpers:
-        helper.join()
-    if failures:
-        raise failures[0]
-    return results
+    def run(self, threads: int) -> list[Any]:
+        helpers = [threading.Thread(target=self._work, name="inert-reader", daemon=True) for _ in range(threads - 1)]
+        for helper in helpers:
+            helper.start()
+        self._work()
+        for helper in helpers:
+            helper.join()
+        if self._failures:
+            raise self._failures[0]
+        return self._results
+
+
+class _Parts:
+    """A tensor payload read in ``_PART``-sized parts by whichever threads are free.
+
+    Each part's CRC-32 is taken on its own; whoever reads the last part combines them
+    after the header's and checks the record's, then reports the record.
+    """
+
+    def __init__(self, fd: int, name: str, item: ReadItem, info: InertStorageInfo, target: torch.Tensor,
+                 at: int, head_crc: int | None, stored: int) -> None:
+        self.fd, self.name, self.item, self.info, self.target = fd, name, item, info, target
+        self.view = byte_view(target)
+        self.at, self.head_crc, self.stored = at, head_crc, stored
+        self.spans = [(lo, min(lo + _PART, len(self.view))) for lo in range(0, len(self.view), _PART)]
+        self.crcs = [0] * len(self.spans)
+        self.left = len(self.spans)
+        self.lock = threading.Lock()
+
+    def tasks(self) -> list[Task]:
+        return [functools.partial(self.read, index) for index in range(len(self.spans))]
+
+    def read(self, index: int) -> tuple[ReadItem, Any, Any] | None:
+        lo, hi = self.spans[index]
+        crc = read_into(self.fd, self.at + lo, self.view[lo:hi], None if self.head_crc is None else 0, self.name)
+        with self.lock:
+            self.crcs[index] = crc or 0
+            self.left -= 1
+            if self.left:
+                return None
+        if self.head_crc is not None:
+            assert crc32_combine is not None  # parts are checked only where CRC-32s combine
+            total = self.head_crc
+            for (lo, hi), part in zip(self.spans, self.crcs, strict=True):
+                total = crc32_combine(total, part, hi - lo)
+            _check_crc(total, self.stored, self.name, self.item, self.info)
+        return self.item, self.target, None
 
 
 def _batches(work: list[tuple[str, ReadItem, InertStorageInfo]]) -> Iterator[list[tuple[str, ReadItem, InertStorageInfo]]]:
@@ -331,12 +383,18 @@ class FileSystemReader(StorageReader):
         return plans
 
     def _load(
-        self, fd: int, name: str, item: ReadItem, info: InertStorageInfo, buffers: _Buffers, resolve: Resolve | None
-    ) -> tuple[ReadItem, Any, Any]:
+        self, fd: int, name: str, item: ReadItem, info: InertStorageInfo, buffers: _Buffers, resolve: Resolve | None,
+        spill: Callable[[list[Task]], None] | None = None,
+    ) -> tuple[ReadItem, Any, Any] | None:
         """Read, decode and check one record; return the value, or the tensor (a view of the buffer, also
-        returned), or with ``resolve`` the destination the tensor was copied into (the buffer is then None)."""
+        returned), or with ``resolve`` the destination the tensor was copied into (the buffer is then None).
+
+        With ``spill``, a large payload may be handed out in parts (None: the last part reports the record).
+        """
         if item.type == LoadItemType.TENSOR and info.length > _DIRECT_MIN and resolve is not None:
-            target = self._load_direct(fd, name, item, info, resolve)
+            target = self._load_direct(fd, name, item, info, resolve, spill)
+            if target is _SPREAD:
+                return None
             if target is not None:
                 return item, target, None
         return self._load_whole(fd, name, item, info, buffers, resolve)
@@ -368,13 +426,15 @@ class FileSystemReader(StorageReader):
         return item, target, None
 
     def _load_direct(
-        self, fd: int, name: str, item: ReadItem, info: InertStorageInfo, resolve: Resolve
-    ) -> torch.Tensor | None:
+        self, fd: int, name: str, item: ReadItem, info: InertStorageInfo, resolve: Resolve,
+        spill: Callable[[list[Task]], None] | None,
+    ) -> Any:
         """A whole record read straight into a contiguous CPU destination, checksummed block by block.
 
         The header is decoded first, by the codec, from a buffer of the record's length that holds
         only the header's bytes (see ``_HeaderBuffers``), and the dtype and shape are checked
-        before any payload byte is read.  ``None``: this record takes
+        before any payload byte is read.  With ``spill``, a payload of two ``_PART``s or more is handed
+        out in parts (``_SPREAD``: the last part reports the record).  ``None``: this record takes
         the general path (its destination is a part, on another device, or a bool tensor, whose
         bytes the codec checks one by one).
         """
@@ -409,6 +469,9 @@ class FileSystemReader(StorageReader):
         start = info.length - 4 - nbytes
         crc = crc32(scratch[:start]) if self.verify_checksums else None
         del record, body
+        if spill is not None and nbytes >= 2 * _PART and (crc is None or crc32_combine is not None):
+            spill(_Parts(fd, name, item, info, target, info.offset + start, crc, stored).tasks())
+            return _SPREAD
         if nbytes:
             crc = read_into(fd, info.offset + start, byte_view(target), crc, name)
         if crc is not None:
@@ -479,7 +542,8 @@ class FileSystemReader(StorageReader):
         """Every record of ``items``, checked.
 
         With ``resolve`` the threads put tensors in place themselves and what they return holds
-        no buffer: they share the records out (see ``_shared``) and this yields once all are in.
+        no buffer: they share the records out (see ``_Shared``; a large payload in parts) and this
+        yields once all are in.
         Without, results come in plan order with a bounded number of buffers in flight.
         """
         per_file = self._placed(items)
@@ -490,12 +554,17 @@ class FileSystemReader(StorageReader):
 
             def load(entry: tuple[str, ReadItem, InertStorageInfo]) -> tuple[ReadItem, Any, Any]:
                 name, item, info = entry
-                return self._load(fds[name], name, item, info, buffers, resolve)
+                loaded = self._load(fds[name], name, item, info, buffers, resolve)
+                assert loaded is not None  # nothing spilled
+                return loaded
 
             if self.thread_count == 1:
                 yield from map(load, work)
             elif resolve is not None:
-                yield from _shared(work, load, self.thread_count)
+                shared = _Shared()
+                shared.spill([functools.partial(self._load, fds[name], name, item, info, buffers, resolve, shared.spill)
+                              for name, item, info in work])
+                yield from shared.run(self.thread_count)
             else:
                 with ThreadPoolExecutor(self.thread_count) as pool:
                     window = 2 * self.thread_count

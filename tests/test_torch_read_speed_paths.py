@@ -1,0 +1,118 @@
+"""inert.torch's reading threads: a large payload read in parts by whichever thread is free.
+
+The part size is lowered so that a tensor of about a MiB is read in many parts, the
+last one short.  The parts are held to the record's checks: exact bytes, the CRC-32
+combined from the parts' (or the payload read whole where no combining CRC-32 is at
+hand), and a file that shrinks while its parts are read is a TruncatedError.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.distributed.checkpoint as dcp
+from inert.codecs import checkpoint_metadata as cm
+from torch.distributed.checkpoint.api import CheckpointException
+
+import inert.torch
+from inert import ChecksumError, TruncatedError
+from inert.torch import FileSystemWriter, _reader, load_tensors
+
+pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
+ONE = {"no_dist": True} if "no_dist" in inspect.signature(dcp.save).parameters else {}
+PART = 64 << 10
+
+
+@pytest.fixture
+def parts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Parts of 64 KiB; yields the list of the parts read (their byte offsets in the file)."""
+    monkeypatch.setattr(_reader, "_PART", PART)
+    seen: list[int] = []
+    read = _reader._Parts.read
+
+    def counted(self: Any, index: int) -> Any:
+        seen.append(self.at + self.spans[index][0])
+        return read(self, index)
+
+    monkeypatch.setattr(_reader._Parts, "read", counted)
+    return seen
+
+
+def state() -> dict[str, torch.Tensor]:
+    torch.manual_seed(0)
+    return {"w": torch.randn(300, 1000), "h": torch.randn(9, 1000).to(torch.bfloat16), "b": torch.randn(5)}
+
+
+def saved(path: Path) -> dict[str, torch.Tensor]:
+    s = state()
+    dcp.save(s, storage_writer=FileSystemWriter(path), **ONE)
+    return s
+
+
+def record(path: Path, fqn: str) -> tuple[Path, int, int]:
+    meta = cm.decode((path / ".metadata").read_bytes())
+    entry = next(e for e in meta["tensors"] if e["fqn"] == fqn)
+    return path / meta["files"][entry["chunk_files"][0]], entry["chunk_byte_offsets"][0], entry["chunk_byte_lengths"][0]
+
+
+@pytest.mark.parametrize("verify", [True, False])
+def test_parts_round_trip_through_both_entry_points(tmp_path: Path, parts: list[int], verify: bool) -> None:
+    s = saved(tmp_path)
+    got = load_tensors(tmp_path, verify_checksums=verify)
+    assert all(torch.equal(got[k], v) for k, v in s.items())
+    file, at, length = record(tmp_path, "w")
+    payload = 300 * 1000 * 4
+    start = at + length - 4 - payload
+    assert sorted(parts) == list(range(start, start + payload, PART))  # 19 parts, each once, the last one short
+    parts.clear()
+    into = {k: torch.zeros_like(v) for k, v in s.items()}
+    inert.torch.load(into, tmp_path, verify_checksums=verify)
+    assert all(torch.equal(into[k], v) for k, v in s.items()) and len(parts) == 19
+
+
+def test_damage_in_any_part_is_a_checksum_fault(tmp_path: Path, parts: list[int]) -> None:
+    saved(tmp_path)
+    file, at, length = record(tmp_path, "w")
+    good = file.read_bytes()
+    for where in (at + length - 4 - 300 * 1000 * 4 + 5 * PART + 7, at + length - 5):  # a middle part, the last
+        bad = bytearray(good)
+        bad[where] ^= 0x01
+        file.write_bytes(bytes(bad))
+        with pytest.raises(ChecksumError, match=r"w\.crc32: stored CRC-32"):
+            load_tensors(tmp_path)
+        with pytest.raises(CheckpointException) as info:
+            inert.torch.load({"w": torch.zeros(300, 1000)}, tmp_path)
+        assert "stored CRC-32" in str(info.value)
+    file.write_bytes(good)
+
+
+def test_without_a_combining_crc32_a_checked_payload_is_read_whole(
+    tmp_path: Path, parts: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = saved(tmp_path)
+    monkeypatch.setattr(_reader, "crc32_combine", None)
+    assert torch.equal(load_tensors(tmp_path)["w"], s["w"]) and parts == []
+    assert torch.equal(load_tensors(tmp_path, verify_checksums=False)["w"], s["w"]) and len(parts) == 19
+
+
+def test_a_file_cut_short_while_its_parts_are_read(tmp_path: Path, parts: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    saved(tmp_path)
+    file, at, length = record(tmp_path, "w")
+    good = file.read_bytes()
+    read = _reader._Parts.read
+
+    def cut_first(self: Any, index: int) -> Any:
+        if os.path.getsize(file) > at + length // 2:
+            os.truncate(file, at + length // 2)  # another process truncates the file after the checks
+        return read(self, index)
+
+    monkeypatch.setattr(_reader._Parts, "read", cut_first)
+    for verify in (True, False):
+        with pytest.raises(TruncatedError, match=r"bytes needed, 0 present"):
+            load_tensors(tmp_path, verify_checksums=verify)
+        file.write_bytes(good)  # whole again: the next round cuts it anew
