@@ -7,8 +7,10 @@
     ``inert.torch`` versus ``torch.distributed.checkpoint``'s FileSystemWriter/Reader.
     Both write with ``sync_files=False`` (fsync measures the disk, not the format)
     and read from a warm page cache; Inert verifies every CRC-32 (and is also timed without).
-(b) reading the parameters alone: ``dcp.load`` with Inert, with CRC-32 verification and
-    without (safetensors verifies nothing: without is the like-for-like figure), versus
+(b) reading the parameters alone: ``dcp.load`` with Inert, and ``inert.torch.load_tensors``
+    (the same reader and checks without DCP's planning), each with CRC-32 verification and
+    without (safetensors verifies nothing: without is the like-for-like figure), all into the
+    same preallocated tensors, versus
     safetensors ``load_file`` plus materializing (a copy into preallocated tensors, as a
     load does) and versus ``np.fromfile`` of the raw bytes (the memory-bandwidth limit here).
 (c) ``loads_metadata`` of a synthetic 70B-parameter model with Adam sharded 64 ways
@@ -163,8 +165,15 @@ def bench_tensors(root: Path, repeat: int) -> None:
     def inert_unchecked() -> None:
         dcp.load(dest, storage_reader=it.FileSystemReader(root / "t_inert", verify_checksums=False))
 
-    runs: dict[str, Callable[[], Any]] = {"inert": inert_read, "unchecked": inert_unchecked,
-                                          "safetensors": safetensors_read, "fromfile": fromfile}
+    def direct_read() -> None:
+        it.load_tensors(root / "t_inert", dest)
+
+    def direct_unchecked() -> None:
+        it.load_tensors(root / "t_inert", dest, verify_checksums=False)
+
+    runs: dict[str, Callable[[], Any]] = {"inert": inert_read, "unchecked": inert_unchecked, "direct": direct_read,
+                                          "direct_unchecked": direct_unchecked, "safetensors": safetensors_read,
+                                          "fromfile": fromfile}
     times = interleaved(runs, repeat)
     b = {k: min(v) for k, v in times.items()}
     m = {k: statistics.median(v) for k, v in times.items()}
@@ -174,9 +183,13 @@ def bench_tensors(root: Path, repeat: int) -> None:
 
     print("    " + line("inert dcp.load, CRC-32 verified", "inert"))
     print("    " + line("inert dcp.load, no verification", "unchecked"))
+    print("    " + line("inert load_tensors, CRC-32 verified", "direct"))
+    print("    " + line("inert load_tensors, no verification", "direct_unchecked"))
     print("    " + line("safetensors load_file+copy (verifies nothing)", "safetensors"))
     print("    " + line("np.fromfile of the raw bytes", "fromfile"))
-    for label, key in (("unchecked (like for like: safetensors checks no checksum)", "unchecked"), ("CRC-32 verified", "inert")):
+    for label, key in (("dcp.load unchecked (like for like: safetensors checks no checksum)", "unchecked"),
+                       ("dcp.load CRC-32 verified", "inert"), ("load_tensors unchecked", "direct_unchecked"),
+                       ("load_tensors CRC-32 verified", "direct")):
         print(f"    {label}: {b['safetensors'] / b[key]:.2f}x safetensors (of medians {m['safetensors'] / m[key]:.2f}x),"
               f" {b[key] / b['fromfile']:.2f}x np.fromfile's time (of medians {m[key] / m['fromfile']:.2f}x)")
 
