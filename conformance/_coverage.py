@@ -1,8 +1,8 @@
 """How much of the generated codecs the corpus alone exercises: line and branch coverage.
 
 Every vector is decoded, and every accepted value encoded back, by the
-generated codecs under ``coverage`` (branch mode).  Readers (``decode`` and the
-``_read_*`` functions) and writers (``encode`` and ``_write_*``) are counted
+generated codecs under ``coverage`` (branch mode).  Readers (``decode``, the
+``_read_*`` functions and the ``_run_*`` fast paths) and writers (``encode`` and ``_write_*``) are counted
 apart: the corpus is made of bytes, so it is the readers it must cover fully.
 
 ``python -m inert.conformance._coverage`` prints the figures per module.
@@ -60,8 +60,8 @@ class Figures:
 
 
 def _role(function: str) -> str | None:
-    # decode, decode_record (a part read on its own), the _read_* steps; likewise for writers.
-    if function.startswith(("decode", "_read_")):
+    # decode, decode_record (a part read on its own), the _read_* steps and _run_* fast paths; likewise for writers.
+    if function.startswith(("decode", "_read_", "_run_")):
         return READER
     if function.startswith(("encode", "_write_")):
         return WRITER

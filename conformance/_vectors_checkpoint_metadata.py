@@ -32,6 +32,10 @@ COLUMNS = (("chunk_offsets", "Q"), ("chunk_sizes", "Q"), ("chunk_files", "I"), (
            ("chunk_byte_lengths", "Q"), ("chunk_crcs", "I"))
 
 
+#: Values in the vectors of many alike entries.
+ALIKE = 16
+
+
 def utf8(value: str | bytes) -> bytes:
     """A string field's bytes: ``str`` is encoded, ``bytes`` (for bad UTF-8 or exact lengths) kept."""
     return text(value.encode("utf-8") if isinstance(value, str) else value)
@@ -289,6 +293,21 @@ def build() -> Corpus:
                         ("Nul", "a\x00"), ("Newline", "a\n")):
         bad(f"FileName{label}", f"the file name {name!r}", lambda m, n=name: m["files"].append(n), "invalid-value")
     ok("FileNameDotsInside", "a file name with dots and dashes inside", lambda m: m["files"].append("a..b-c_d.e"))
+
+    # Many values with fqns of one length (optimizer states, say): each entry is still checked on its own.
+    def alike(count: int, length: int = 9) -> list[dict[str, Any]]:
+        return [{"fqn": f"optim.{i:0{length - 6}d}", "file": i % 2, "byte_offset": 256 * i, "byte_length": 16, "crc": i}
+                for i in range(count)]
+
+    ok("ValuesAlike", f"{ALIKE} values with fqns of one length", lambda m: m.update(values=alike(ALIKE)))
+    ok("ValuesAlikeButOne", f"{ALIKE} values with fqns of one length but the fifth",
+       lambda m: m.update(values=alike(ALIKE)[:4] + alike(5, 12)[4:] + alike(ALIKE)[5:]))
+    bad("ValuesAlikeBadUtf8", f"{ALIKE} values with fqns of one length, the seventh not UTF-8",
+        lambda m: m.update(values=alike(ALIKE)) or m["values"][6].update(fqn=b"optim.0\xc3\x28"), "invalid-value")
+    bad("ValuesAlikeFirstAboveLimit", f"{ALIKE} values, the first's fqn of 65537 bytes",
+        lambda m: m.update(values=[{**alike(1)[0], "fqn": "v" * (MAX_FQN_LEN + 1)}] + alike(ALIKE)[1:]), "limit")
+    c.reject("ValuesAlikeCut", f"{ALIKE} values of one layout declared, the last cut short",
+             header(MAGIC) + values_at + u32(ALIKE) + b"".join(_value_entry(v) for v in alike(ALIKE))[:-1], "truncated")
 
     c.refuse_write("UnknownLayout", "layout TILED",
                    {**representative(), "tensors": [{**tensor("t", [1], []), "layout": "TILED",

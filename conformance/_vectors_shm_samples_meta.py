@@ -15,6 +15,10 @@ MAX_DTYPE_LEN = 16
 ITEMSIZES = {"b": (1,), "i": (1, 2, 4, 8), "u": (1, 2, 4, 8), "f": (2, 4, 8), "c": (8, 16)}
 
 
+#: Arrays in the uniform batches: enough that a reader's sweep over alike elements is worth taking.
+UNIFORM = 16
+
+
 def dtype_names() -> list[str]:
     names = []
     for kind, sizes in ITEMSIZES.items():
@@ -327,9 +331,71 @@ def build() -> Corpus:
     ]
     for name, what, value, kind in refusals:
         c.refuse_write(name, what, value, kind)
+    uniform_vectors(c)
     c.malformed_values("Representative", "the representative batch", rep.value)
     c.truncations("Representative", "the representative batch", rep)
     return c
+
+
+def uniform_vectors(c: Corpus) -> None:
+    """Batches of many alike arrays (one dtype, one rank), as data loaders send them.
+
+    A reader may read such a batch in one sweep; each fault must still be found
+    in whichever array holds it, and a batch that is alike only in part still reads.
+    """
+    alike = [array("|u1", [2, 3, 4], offset=32 * i) for i in range(UNIFORM)]
+    c.accept("UniformBatch", f"{UNIFORM} uint8 arrays of shape (2, 3, 4)", batch(alike))
+    c.accept(
+        "UniformBatchFloat",
+        f"{UNIFORM} float32 arrays of shape (5,)",
+        batch([array("<f4", [5], offset=32 * i) for i in range(UNIFORM)]),
+    )
+    for index, other, what in (
+        (UNIFORM - 1, array("|u1", [24], offset=0), "the last of another rank"),
+        (3, array("<f4", [2, 3, 1], offset=0), "the fourth of another dtype of the same length"),
+        (5, array("<c16", [2, 3, 4], offset=0), "the sixth of a longer dtype"),
+        (7, group("TUPLE", [array("|u1", [2])]), "the eighth a tuple"),
+        (1, array("|u1", [2, 12]), "the second of another rank, shorter"),
+    ):
+        c.accept(
+            f"UniformBatchBroken{index}", f"{UNIFORM} uint8 arrays, {what}", batch(alike[:index] + [other] + alike[index + 1 :])
+        )
+
+    def spoiled(index: int, sample: Piece) -> bytes:
+        return batch(alike[:index] + [sample] + alike[index + 1 :]).data
+
+    long_dtype = array("|u1", [2, 3, 4], raw_dtype=b"<" * (MAX_DTYPE_LEN + 1))
+    c.reject("UniformFirstDtypeOverLimit", f"{UNIFORM} arrays, the first's dtype too long", spoiled(0, long_dtype), "limit")
+    many_dims = array("|u1", [1] * (MAX_NDIM + 1))
+    c.reject(
+        "UniformFirstNdimOverLimit", f"{UNIFORM} arrays, the first of {MAX_NDIM + 1} dimensions", spoiled(0, many_dims), "limit"
+    )
+    c.reject("UniformBatchCut", f"{UNIFORM} alike arrays, the last cut short", batch(alike).data[:-1], "truncated")
+    c.reject(
+        "UniformDtypeNotUtf8",
+        f"{UNIFORM} alike arrays, the tenth's dtype not UTF-8",
+        spoiled(9, array("|u1", [2, 3, 4], raw_dtype=b"|u\xff")),
+        "invalid-value",
+    )
+    c.reject(
+        "UniformNbytesWrong",
+        f"{UNIFORM} alike arrays, the last's nbytes one too many",
+        spoiled(UNIFORM - 1, array("|u1", [2, 3, 4], nbytes=25)),
+        "invalid-value",
+    )
+    c.reject(
+        "UniformOffsetMisaligned",
+        f"{UNIFORM} float32 arrays, the twelfth at offset 2",
+        batch([array("<f4", [5], offset=2 if i == 11 else 32 * i) for i in range(UNIFORM)]).data,
+        "invalid-value",
+    )
+    c.reject(
+        "UniformChunkExceeded",
+        f"{UNIFORM} alike arrays in a chunk of 500 bytes: the last ends at 504",
+        batch([array("|u1", [2, 3, 4], offset=32 * i) for i in range(UNIFORM)]).data,
+        "invalid-value",
+        {"chunk_size": 500},
+    )
 
 
 def nested_group(depth: int) -> Piece:

@@ -204,13 +204,14 @@ def _sample_kind(*names: str) -> st.SearchStrategy[Any]:
 
 
 @st.composite
-def _array_sample(draw: Callable[..., Any]) -> dict[str, Any]:
-    dtype = draw(st.sampled_from(sorted(DTYPES)))
+def _array_sample(draw: Callable[..., Any], dtype: str | None = None, rank: int | None = None) -> dict[str, Any]:
+    """An array sample; of ``dtype`` and ``rank`` if given, else of any."""
+    dtype = draw(st.sampled_from(sorted(DTYPES))) if dtype is None else dtype
     itemsize = DTYPES[dtype]
     # Each running product of the dims times the itemsize stays within 64 bits, as the reader requires.
     budget = U64_MAX // itemsize
     shape = []
-    for _ in range(draw(st.integers(0, 6))):
+    for _ in range(draw(st.integers(0, 6)) if rank is None else rank):
         dim = draw(st.integers(0, min(budget, 1 << 10)) | st.integers(0, budget))
         shape.append(dim)
         budget //= max(dim, 1)
@@ -228,6 +229,13 @@ _sample = st.recursive(
     ),
     max_leaves=12,
 )
+
+@st.composite
+def _alike_arrays(draw: Callable[..., Any]) -> dict[str, Any]:
+    """A batch of 8 to 20 arrays of one dtype and one rank, as a data loader sends them."""
+    dtype, rank = draw(st.sampled_from(sorted(DTYPES))), draw(st.integers(0, 6))
+    return {"samples": draw(st.lists(_array_sample(dtype, rank), min_size=8, max_size=20))}
+
 
 _ARRAY = {"kind": "ARRAY", "offset": 0, "nbytes": 24, "dtype": "<f4", "shape": [2, 3]}
 _META_EXAMPLES: tuple[dict[str, Any], ...] = (
@@ -366,7 +374,8 @@ def _checkpoint_metadata(draw: Callable[..., Any]) -> dict[str, Any]:
     """Metadata whose parts agree (check_metadata, check_tensor_entry): plain unique file names, unique fqns,
     chunks inside their tensors, file indexes below the file count."""
     files = draw(st.lists(_file_name, min_size=1, max_size=3, unique=True))
-    fqns = draw(st.lists(_name, max_size=5, unique=True))
+    # Sometimes many fqns of one length (an optimizer's states, say): the readers' sweep over alike entries.
+    fqns = draw(st.lists(_name, max_size=5, unique=True) | st.integers(8, 12).map(lambda k: [f"opt.{i:03d}" for i in range(k)]))
     split = draw(st.integers(0, len(fqns)))
     optional_text = st.none() | _name
     storage = st.none() | st.fixed_dictionaries(
@@ -526,7 +535,7 @@ FORMATS: dict[str, FormatUnderTest] = {
         ),
         FormatUnderTest(
             "shm-samples-meta",
-            st.fixed_dictionaries({"samples": st.lists(_sample, max_size=6)}),
+            st.fixed_dictionaries({"samples": st.lists(_sample, max_size=6)}) | _alike_arrays(),
             _META_EXAMPLES,
             decode_kwargs=({}, {"chunk_size": 4096}, {"chunk_size": 0}),
             tokens=_ints("B", "I", "Q") + _DTYPE_TOKENS,

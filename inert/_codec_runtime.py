@@ -31,6 +31,7 @@ __all__ = [
     "as_buffer",
     "private_bytes",
     "cached_text",
+    "run_struct",
     "truncated",
     "as_int",
     "as_float",
@@ -79,6 +80,18 @@ def cached_text(cache: dict[bytes, str], raw: bytes) -> str:
     if len(cache) < TEXT_CACHE_SIZE:
         cache[raw] = text
     return text
+
+
+#: Most element layouts (string lengths, counts) a run reader remembers a Struct for.
+RUN_CACHE_SIZE = 64
+
+
+def run_struct(cache: dict[tuple[int, ...], struct.Struct], key: tuple[int, ...], template: str) -> struct.Struct:
+    """The Struct of one element of a uniform run whose prefixes are ``key``, remembered while ``cache`` has room."""
+    packer = struct.Struct(template.format(*key))
+    if len(cache) < RUN_CACHE_SIZE:
+        cache[key] = packer
+    return packer
 
 
 def truncated(fmt: str, buf: Any, base: int, layout: tuple[tuple[int, int, str, Any], ...]) -> InertError:

@@ -15,11 +15,11 @@ from __future__ import annotations
 import enum
 import hashlib
 import inspect
-import re
 import sys
 from pathlib import Path
 from typing import Any
 
+from inert._generate_runs import RULE_FIELD_RE, RUN_MIN, eligible, quick_test, run_function
 from inert.spec import FORMATS
 from inert.spec._grammar import (
     Array,
@@ -68,10 +68,6 @@ def _code(sub: Any) -> str:
     if isinstance(sub, (Tag, _Prefix)):
         return str(sub.scalar.code)
     return str(sub.code)
-_THIS_RE = re.compile(r"this\['(\w+)'\]")
-#: ``this.<field>`` in the quick test of a rule (``inert._checks.fast_accept``).
-_THIS_ATTR_RE = re.compile(r"\bthis\.(\w+)")
-_CHECKS_ATTR_RE = re.compile(r"\b_checks\.\w+")
 
 
 def _spec_hash(fmt: Format) -> str:
@@ -163,6 +159,7 @@ class _Module:
         self._pending: list[tuple[str, Any]] = []
         self.nested = _nested_declarations(fmt)
         self.called = _called_declarations(fmt)
+        self.run_functions: set[str] = set()
 
     # -- shared pieces -------------------------------------------------
     def const(self, source: str, hint: str) -> str:
@@ -329,22 +326,19 @@ class _ReadEmitter:
             out = self.fresh("value")
             self.emit(ind, f"{out} = {result}")
             for check in con.checks:
+                test = quick_test(self.mod, check, fields)
                 if isinstance(check, Rule):
-                    expr = _THIS_RE.sub(lambda m: fields[m.group(1)], repr(check.expr))
-                    self.emit(ind, f"if not {expr}:")
+                    self.emit(ind, f"if not {test}:")
                     self.emit(ind + 1, f"raise InvalidValueError(FORMAT, {start}, {check.field!r}, {check.reason!r})")
                 else:
                     fault = self.fresh("fault")
-                    accept = getattr(check.check, "accept", None)
-                    if accept is None:
+                    if test is None:
                         self.emit(ind, f"{fault} = {self.mod.check(check.check)}({out}, ctx)")
                         self.emit(ind, f"if {fault} is not None:")
                         self.emit(ind + 1, f"raise InvalidValueError(FORMAT, {start}, {fault}[0], {fault}[1])")
                         continue
                     # The rule's quick test inline, the call only for its error: the test holds exactly
                     # when the rule accepts (a test that refuses more would fail here on None).
-                    test = _THIS_ATTR_RE.sub(lambda m: fields[m.group(1)], accept)
-                    test = _CHECKS_ATTR_RE.sub(lambda m: self.mod.const(m.group(0), "C"), test)  # one global load
                     self.emit(ind, f"if not ({test}):")
                     self.emit(ind + 1, f"{fault} = {self.mod.check(check.check)}({out}, ctx)")
                     self.emit(ind + 1, f"raise InvalidValueError(FORMAT, {start}, {fault}[0], {fault}[1])")
@@ -535,16 +529,32 @@ class _ReadEmitter:
         self.emit(ind + 1, f"raise TruncatedError(FORMAT, off, {path}, f\"{{{length}}} bytes needed, {{n - off}} present\")")
         err = self.fresh("exc")
         self.emit(ind, "try:")
-        if self.mod.fmt.magic is None and sub.max_len <= _CACHED_TEXT_MAX:
-            # A message's input is bytes (decode copies anything else), so its slices can be keys.
-            cache = self.mod.const("dict[bytes, str]()", "TEXT")
-            raw = f"buf[off:off + {length}]"
-            self.emit(ind + 1, f"{local} = {cache}.get({raw}) or cached_text({cache}, {raw})")
-        else:
-            self.emit(ind + 1, f"{local} = str(buf[off:off + {length}], 'utf-8')")
+        self.emit(ind + 1, f"{local} = {self.text(sub, f'buf[off:off + {length}]')}")
         self.emit(ind, f"except UnicodeDecodeError as {err}:")
         self.emit(ind + 1, f"raise InvalidValueError(FORMAT, off + {err}.start, {path}, \"invalid UTF-8\") from None")
         self.emit(ind, f"off += {length}")
+
+    def uniform_run(self, element: Any, leaves: list[tuple[enum.IntEnum, Record | None]]) -> str | None:
+        """The reader of an array of ``element`` as one uniform run, if it has one (see ``_generate_runs``)."""
+        present = RUN_MIN * min_size(element)  # bytes the array's count check has seen to be there
+        if isinstance(element, Record) and eligible(element):
+            return run_function(self.mod, element, None, self.text, present)
+        records = [(member, case) for member, case in leaves if case is not None]
+        if len(records) != 1 or not eligible(records[0][1]):
+            return None
+        member, case = records[0]
+        assert isinstance(element, Recursive) and case is not None
+        union = _target(element)
+        assert isinstance(union, Union)
+        return run_function(self.mod, case, (union.tag, member, union.tag_field), self.text, present)
+
+    def text(self, sub: Utf8, raw: str) -> str:
+        """The expression that decodes the UTF-8 bytes ``raw`` of ``sub`` (``UnicodeDecodeError`` if invalid)."""
+        if self.mod.fmt.magic is None and sub.max_len <= _CACHED_TEXT_MAX:
+            # A message's input is bytes (decode copies anything else), so its slices can be keys.
+            cache = self.mod.const("dict[bytes, str]()", "TEXT")
+            return f"{cache}.get({raw}) or cached_text({cache}, {raw})"
+        return f"str({raw}, 'utf-8')"
 
     def _prefix(self, prefix: Scalar, local: str, path: str, ind: int) -> None:
         self.emit(ind, f"if off + {prefix.size} > n:")
@@ -574,10 +584,18 @@ class _ReadEmitter:
             self.emit(ind, f"off += {count} * {element.size}")
             return
         index, item = self.fresh("i"), self.fresh("item")
-        self.emit(ind, f"{local} = []")
-        self.emit(ind, f"for {index} in range({count}):")
         # Only where the loop is outside the union's own reader: one inlined copy beside the reader's.
         leaves = [] if self.nested else _leaf_cases(element)
+        run = self.uniform_run(element, leaves)
+        if run is not None:
+            got = self.fresh("run")
+            self.emit(ind, f"{got} = {run}(buf, off, {count}, ctx) if {count} >= {RUN_MIN} else None")
+            self.emit(ind, f"if {got} is not None:")
+            self.emit(ind + 1, f"{local}, off = {got}")
+            self.emit(ind, "else:")
+            ind += 1
+        self.emit(ind, f"{local} = []")
+        self.emit(ind, f"for {index} in range({count}):")
         if not leaves:
             self.value(element, item, _item_path(path, index), ind + 1)
         else:
@@ -659,7 +677,7 @@ class _WriteEmitter(_ReadEmitter):
         self.group_w(group, ind, locals_)
         for check in con.checks:
             if isinstance(check, Rule):
-                expr = _THIS_RE.sub(lambda m: locals_[m.group(1)], repr(check.expr))
+                expr = RULE_FIELD_RE.sub(lambda m: locals_[m.group(1)], repr(check.expr))
                 self.emit(ind, f"if not {expr}:")
                 self.emit(ind + 1, f"raise WriteValueError(FORMAT, {check.field!r}, {check.reason!r})")
             else:
@@ -784,6 +802,7 @@ from inert._codec_runtime import (
     cached_text,
     for_version,
     private_bytes,
+    run_struct,
     tag_member,
     truncated,
 )
