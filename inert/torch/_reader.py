@@ -54,6 +54,7 @@ from inert.codecs import checkpoint_shard as shard
 from ._compat import torch_dtype
 from ._metadata import InertStorageInfo, loads_metadata
 from ._payload import BLOCK, byte_view, crc32, crc32_combine, read_into
+from ._threads import SharedTasks, Task
 
 try:
     from torch.distributed.checkpoint.metadata import StorageMeta
@@ -84,7 +85,6 @@ _BATCH_RECORDS = 64
 _PART = 8 << 20
 #: What ``_load_direct`` returns for a payload handed out in parts: the last part reports the record.
 _SPREAD = object()
-Task = Callable[[], Any]
 #: Where a read item's tensor goes: ``LoadPlanner.resolve_tensor`` or ``load_tensors``' own lookup.
 Resolve = Callable[[ReadItem], torch.Tensor]
 
@@ -167,52 +167,6 @@ class _Buffers:
             self._free.append(buffer)
             if len(self._free) > self._keep:
                 self._free.pop(min(range(len(self._free)), key=lambda i: self._free[i].numel()))
-
-
-class _Shared:
-    """Tasks taken in turn by a few threads, the calling one included; a task may add tasks for any to take next.
-
-    No queue hand-off, future or wake-up of an idle coordinating thread per task: a record
-    costs a lock and a list append beyond its own reading.  A task returns a result or None
-    (its work reported by a later task).  The first failure stops every thread at its next
-    task and is raised by ``run`` once all have stopped.
-    """
-
-    def __init__(self) -> None:
-        self._tasks: deque[Task] = deque()
-        self._lock = threading.Lock()
-        self._results: list[Any] = []
-        self._failures: list[BaseException] = []
-
-    def spill(self, tasks: list[Task]) -> None:
-        """Put ``tasks`` first in line, in order."""
-        with self._lock:
-            self._tasks.extendleft(reversed(tasks))
-
-    def _work(self) -> None:
-        while not self._failures:
-            with self._lock:
-                if not self._tasks:
-                    return
-                task = self._tasks.popleft()
-            try:
-                result = task()
-            except BaseException as exc:  # noqa: BLE001 - raised again on the calling thread
-                self._failures.append(exc)
-                return
-            if result is not None:
-                self._results.append(result)
-
-    def run(self, threads: int) -> list[Any]:
-        helpers = [threading.Thread(target=self._work, name="inert-reader", daemon=True) for _ in range(threads - 1)]
-        for helper in helpers:
-            helper.start()
-        self._work()
-        for helper in helpers:
-            helper.join()
-        if self._failures:
-            raise self._failures[0]
-        return self._results
 
 
 class _Parts:
@@ -542,7 +496,7 @@ class FileSystemReader(StorageReader):
         """Every record of ``items``, checked.
 
         With ``resolve`` the threads put tensors in place themselves and what they return holds
-        no buffer: they share the records out (see ``_Shared``; a large payload in parts) and this
+        no buffer: they share the records out (see ``SharedTasks``; a large payload in parts) and this
         yields once all are in.
         Without, results come in plan order with a bounded number of buffers in flight.
         """
@@ -561,7 +515,7 @@ class FileSystemReader(StorageReader):
             if self.thread_count == 1:
                 yield from map(load, work)
             elif resolve is not None:
-                shared = _Shared()
+                shared = SharedTasks()
                 shared.spill([functools.partial(self._load, fds[name], name, item, info, buffers, resolve, shared.spill)
                               for name, item, info in work])
                 yield from shared.run(self.thread_count)
