@@ -8,8 +8,11 @@ hand), and a file that shrinks while its parts are read is a TruncatedError.
 
 from __future__ import annotations
 
+import faulthandler
+import functools
 import inspect
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,7 @@ from torch.distributed.checkpoint.api import CheckpointException
 import inert.torch
 from inert import ChecksumError, TruncatedError
 from inert.torch import FileSystemWriter, _reader, load_tensors
+from inert.torch._threads import SharedTasks
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
 ONE = {"no_dist": True} if "no_dist" in inspect.signature(dcp.save).parameters else {}
@@ -41,6 +45,10 @@ def parts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(_reader._Parts, "read", counted)
     return seen
+
+
+def raw(t: torch.Tensor) -> bytes:
+    return t.reshape(-1).view(torch.uint8).numpy().tobytes()
 
 
 def state() -> dict[str, torch.Tensor]:
@@ -116,3 +124,54 @@ def test_a_file_cut_short_while_its_parts_are_read(tmp_path: Path, parts: list[i
         with pytest.raises(TruncatedError, match=r"bytes needed, 0 present"):
             load_tensors(tmp_path, verify_checksums=verify)
         file.write_bytes(good)  # whole again: the next round cuts it anew
+
+
+def test_shared_tasks_spill_and_fail() -> None:
+    shared = SharedTasks()
+
+    def spiller(n: int) -> int:
+        shared.spill([functools.partial(lambda k: k, 100 + k) for k in range(n)])
+        return n
+
+    shared.spill([functools.partial(spiller, 3), functools.partial(spiller, 2)])
+    assert sorted(shared.run(2)) == [2, 3, 100, 100, 101, 101, 102]
+    failing = SharedTasks()
+    ran: list[int] = []
+
+    def task(k: int) -> int:
+        if k == 1:
+            raise OSError("disk gone")
+        ran.append(k)
+        return k
+
+    failing.spill([functools.partial(task, k) for k in range(1000)])
+    with pytest.raises(OSError, match="disk gone"):
+        failing.run(2)
+    assert len(ran) < 999  # the others stopped at their next task
+
+
+def test_reads_on_two_threads_at_once_and_in_a_forked_child(tmp_path: Path, parts: list[int]) -> None:
+    s = saved(tmp_path)
+    results: list[bool] = []
+
+    def read() -> None:
+        for _ in range(5):
+            got = load_tensors(tmp_path)
+            results.append(all(torch.equal(got[k], v) for k, v in s.items()))
+
+    threads = [threading.Thread(target=read) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [True] * 10
+    want = {k: raw(v) for k, v in s.items()}
+    pid = os.fork()  # the helpers stay behind: the child reads on its own thread
+    if pid == 0:  # (torch's own thread pool does not survive a fork either: the child compares bytes)
+        faulthandler.dump_traceback_later(60, exit=True)
+        try:
+            got = load_tensors(tmp_path)
+            os._exit(0 if {k: raw(v) for k, v in got.items()} == want else 1)
+        except BaseException:
+            os._exit(2)
+    assert os.waitpid(pid, 0)[1] == 0
