@@ -36,6 +36,7 @@ PART = 64 << 10
 def parts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Parts of 64 KiB; yields the list of the parts read (their byte offsets in the file)."""
     monkeypatch.setattr(_reader, "_PART", PART)
+    monkeypatch.setattr(_reader, "_TAIL_PART", PART)
     seen: list[int] = []
     read = _reader._Parts.read
 
@@ -124,6 +125,27 @@ def test_a_file_cut_short_while_its_parts_are_read(tmp_path: Path, parts: list[i
         with pytest.raises(TruncatedError, match=r"bytes needed, 0 present"):
             load_tensors(tmp_path, verify_checksums=verify)
         file.write_bytes(good)  # whole again: the next round cuts it anew
+
+
+@pytest.mark.parametrize("verify", [True, False])
+def test_the_last_records_are_read_in_parts(tmp_path: Path, verify: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    torch.manual_seed(2)
+    s = {f"t{i}": torch.randn(640, 1024) for i in range(5)}  # 2.5 MiB each: parts only near the end
+    dcp.save(s, storage_writer=FileSystemWriter(tmp_path), **ONE)
+    spans: list[int] = []
+    read = _reader._Parts.read
+
+    def counted(self: Any, index: int) -> Any:
+        spans.append(self.spans[index][1] - self.spans[index][0])
+        return read(self, index)
+
+    monkeypatch.setattr(_reader._Parts, "read", counted)
+    got = load_tensors(tmp_path, verify_checksums=verify)
+    assert all(torch.equal(got[k], v) for k, v in s.items())
+    if verify and _reader.crc32_combine is None:
+        assert spans == []
+    else:  # the last record at least, in three parts of 1 MiB or less
+        assert len(spans) >= 3 and max(spans) == 1 << 20 and sum(spans) % (640 * 1024 * 4) == 0
 
 
 def test_shared_tasks_spill_and_fail() -> None:

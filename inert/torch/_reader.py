@@ -83,6 +83,8 @@ _BATCH_BYTES = 4 << 20
 _BATCH_RECORDS = 64
 #: A tensor payload at least twice this long is read in parts that any reading thread takes.
 _PART = 8 << 20
+#: The same for the last records to read, so that no thread idles while another reads a whole record.
+_TAIL_PART = 1 << 20
 #: What ``_load_direct`` returns for a payload handed out in parts: the last part reports the record.
 _SPREAD = object()
 #: Where a read item's tensor goes: ``LoadPlanner.resolve_tensor`` or ``load_tensors``' own lookup.
@@ -170,18 +172,18 @@ class _Buffers:
 
 
 class _Parts:
-    """A tensor payload read in ``_PART``-sized parts by whichever threads are free.
+    """A tensor payload read in parts by whichever threads are free.
 
     Each part's CRC-32 is taken on its own; whoever reads the last part combines them
     after the header's and checks the record's, then reports the record.
     """
 
     def __init__(self, fd: int, name: str, item: ReadItem, info: InertStorageInfo, target: torch.Tensor,
-                 at: int, head_crc: int | None, stored: int) -> None:
+                 at: int, head_crc: int | None, stored: int, part: int) -> None:
         self.fd, self.name, self.item, self.info, self.target = fd, name, item, info, target
         self.view = byte_view(target)
         self.at, self.head_crc, self.stored = at, head_crc, stored
-        self.spans = [(lo, min(lo + _PART, len(self.view))) for lo in range(0, len(self.view), _PART)]
+        self.spans = [(lo, min(lo + part, len(self.view))) for lo in range(0, len(self.view), part)]
         self.crcs = [0] * len(self.spans)
         self.left = len(self.spans)
         self.lock = threading.Lock()
@@ -338,15 +340,15 @@ class FileSystemReader(StorageReader):
 
     def _load(
         self, fd: int, name: str, item: ReadItem, info: InertStorageInfo, buffers: _Buffers, resolve: Resolve | None,
-        spill: Callable[[list[Task]], None] | None = None,
+        shared: SharedTasks | None = None,
     ) -> tuple[ReadItem, Any, Any] | None:
         """Read, decode and check one record; return the value, or the tensor (a view of the buffer, also
         returned), or with ``resolve`` the destination the tensor was copied into (the buffer is then None).
 
-        With ``spill``, a large payload may be handed out in parts (None: the last part reports the record).
+        With ``shared``, a large payload may be handed out in parts (None: the last part reports the record).
         """
         if item.type == LoadItemType.TENSOR and info.length > _DIRECT_MIN and resolve is not None:
-            target = self._load_direct(fd, name, item, info, resolve, spill)
+            target = self._load_direct(fd, name, item, info, resolve, shared)
             if target is _SPREAD:
                 return None
             if target is not None:
@@ -381,14 +383,15 @@ class FileSystemReader(StorageReader):
 
     def _load_direct(
         self, fd: int, name: str, item: ReadItem, info: InertStorageInfo, resolve: Resolve,
-        spill: Callable[[list[Task]], None] | None,
+        shared: SharedTasks | None,
     ) -> Any:
         """A whole record read straight into a contiguous CPU destination, checksummed block by block.
 
         The header is decoded first, by the codec, from a buffer of the record's length that holds
         only the header's bytes (see ``_HeaderBuffers``), and the dtype and shape are checked
-        before any payload byte is read.  With ``spill``, a payload of two ``_PART``s or more is handed
-        out in parts (``_SPREAD``: the last part reports the record).  ``None``: this record takes
+        before any payload byte is read.  With ``shared``, a payload of two ``_PART``s or more, or of
+        two ``_TAIL_PART``s among the last records, is handed out in parts (``_SPREAD``: the last
+        part reports the record).  ``None``: this record takes
         the general path (its destination is a part, on another device, or a bool tensor, whose
         bytes the codec checks one by one).
         """
@@ -423,9 +426,11 @@ class FileSystemReader(StorageReader):
         start = info.length - 4 - nbytes
         crc = crc32(scratch[:start]) if self.verify_checksums else None
         del record, body
-        if spill is not None and nbytes >= 2 * _PART and (crc is None or crc32_combine is not None):
-            spill(_Parts(fd, name, item, info, target, info.offset + start, crc, stored).tasks())
-            return _SPREAD
+        if shared is not None and (crc is None or crc32_combine is not None):
+            part = _PART if shared.waiting() >= self.thread_count else _TAIL_PART  # the last: all threads end together
+            if nbytes >= 2 * part:
+                shared.spill(_Parts(fd, name, item, info, target, info.offset + start, crc, stored, part).tasks())
+                return _SPREAD
         if nbytes:
             crc = read_into(fd, info.offset + start, byte_view(target), crc, name)
         if crc is not None:
@@ -516,7 +521,7 @@ class FileSystemReader(StorageReader):
                 yield from map(load, work)
             elif resolve is not None:
                 shared = SharedTasks()
-                shared.spill([functools.partial(self._load, fds[name], name, item, info, buffers, resolve, shared.spill)
+                shared.spill([functools.partial(self._load, fds[name], name, item, info, buffers, resolve, shared)
                               for name, item, info in work])
                 yield from shared.run(self.thread_count)
             else:

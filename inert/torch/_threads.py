@@ -81,6 +81,10 @@ class SharedTasks:
             self._tasks.extendleft(reversed(tasks))
             self._changed.notify_all()
 
+    def waiting(self) -> int:
+        """How many tasks wait to be taken (a glance: it may change right after)."""
+        return len(self._tasks)
+
     def _work(self) -> None:
         with self._lock:
             while not self._failures:
