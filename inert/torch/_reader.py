@@ -229,11 +229,13 @@ class _HeaderBuffers:
     this buffer and decoded from a view of the record's length.  Only the first page is ever
     written, so the rest costs address space, not memory; what lies past the header is never
     read as payload (the payload goes straight into its destination, and a bool record, whose
-    bytes the codec checks one by one, takes the whole-record path).
+    bytes the codec checks one by one, takes the whole-record path).  One instance serves every
+    reader: a thread reads one record at a time, and the reading threads outlive reads.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, keep: int) -> None:
         self._local = threading.local()
+        self._keep = keep
 
     def view(self, length: int) -> memoryview | None:
         """``length`` bytes of this thread's buffer (None: no address space for them)."""
@@ -244,8 +246,12 @@ class _HeaderBuffers:
                 buffer = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _NORESERVE)
             except OSError:
                 return None
-            self._local.buffer = buffer
+            if size <= self._keep:  # a larger one is unmapped after its record: it would hold address space
+                self._local.buffer = buffer
         return memoryview(buffer)[:length]
+
+
+_SCRATCH = _HeaderBuffers(keep=1 << 30)
 
 
 class FileSystemReader(StorageReader):
@@ -272,7 +278,6 @@ class FileSystemReader(StorageReader):
         self.max_metadata_size = max_metadata_size
         self.storage_data: dict[Any, InertStorageInfo] = {}
         self.metadata: Metadata | None = None
-        self._scratch = _HeaderBuffers()
         self.load_id = str(uuid.uuid4())
         self.rank: int | None = None
         self.use_collectives = True
@@ -395,14 +400,14 @@ class FileSystemReader(StorageReader):
         the general path (its destination is a part, on another device, or a bool tensor, whose
         bytes the codec checks one by one).
         """
-        expected = self._expected(item, info)[0]
-        if expected == torch.bool:
+        expected = self._expected(item, info)
+        if expected[0] == torch.bool:
             return None
         target = resolve(item).detach()
         if (target.device.type != "cpu" or not target.is_contiguous() or target.is_conj() or target.is_neg()
-                or target.dtype != expected or any(item.storage_offsets)):
+                or target.dtype != expected[0] or any(item.storage_offsets)):
             return None
-        scratch = self._scratch.view(info.length)
+        scratch = _SCRATCH.view(info.length)
         if scratch is None:
             return None
         read_into(fd, info.offset, scratch[: min(info.length, _HEAD_MAX)], None, name)
@@ -415,7 +420,7 @@ class FileSystemReader(StorageReader):
             if stored != info.crc32:
                 raise ChecksumError("checkpoint-shard", info.offset + info.length - 4, item.storage_index.fqn,
                                     f"record CRC-32 {stored:#010x}, the metadata expects {info.crc32:#010x}")
-            dtype, shape = self._check_tensor(body, item, info)
+            dtype, shape = self._check_tensor(body, item, info, expected)
         except InertError:
             if self.verify_checksums:  # a damaged record is named as such, not by the field the damage hit
                 _check_crc(_file_crc(fd, info, name), stored, name, item, info)
@@ -454,13 +459,15 @@ class FileSystemReader(StorageReader):
             reason = f"a {found} record where the metadata has a {wanted}"
             raise InvalidValueError("checkpoint-shard", info.offset, item.storage_index.fqn, reason)
 
-    def _check_tensor(self, body: dict[str, Any], item: ReadItem, info: InertStorageInfo) -> tuple[Any, tuple[int, ...]]:
-        """The record's dtype and shape, which must be what the metadata and the read plan expect."""
+    def _check_tensor(self, body: dict[str, Any], item: ReadItem, info: InertStorageInfo,
+                      expected_from: tuple[Any, tuple[int, ...]] | None = None) -> tuple[Any, tuple[int, ...]]:
+        """The record's dtype and shape, which must be what the metadata (``expected_from``: already
+        looked up) and the read plan expect."""
         self._check_kind(body, shard.RecordKind.TENSOR, item, info)
         fqn = item.storage_index.fqn
         dtype = torch_dtype(body["dtype"].name, fqn)
         shape = tuple(body["shape"])
-        expected_dtype, expected = self._expected(item, info)
+        expected_dtype, expected = expected_from or self._expected(item, info)
         if dtype != expected_dtype or shape != expected:
             raise ShapeMismatchError(
                 "checkpoint-shard", info.offset, fqn,

@@ -97,6 +97,7 @@ def _read_items(fqn: str, md: TensorStorageMetadata, storage: dict[Any, InertSto
     """One read item per chunk, each reading its whole record into its place in the tensor."""
     _check_tiling(fqn, md.size, md.chunks)
     itemsize = md.properties.dtype.itemsize
+    whole = torch.Size([0] * len(md.size))  # each record is read whole
     items = []
     for index, chunk in enumerate(md.chunks):
         key = MetadataIndex(fqn, chunk.offsets, index)
@@ -106,7 +107,7 @@ def _read_items(fqn: str, md: TensorStorageMetadata, storage: dict[Any, InertSto
             reason = f"a record of {info.length} bytes for a chunk of {nbytes}"
             raise TruncatedError("checkpoint-metadata", -1, f"{fqn}.chunks[{index}]", reason)
         items.append(ReadItem(type=LoadItemType.TENSOR, dest_index=key, dest_offsets=chunk.offsets, storage_index=key,
-                              storage_offsets=torch.Size([0] * len(chunk.offsets)), lengths=chunk.sizes))
+                              storage_offsets=whole, lengths=chunk.sizes))
     return items
 
 
