@@ -13,6 +13,7 @@ import functools
 import inspect
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ def parts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Parts of 64 KiB; yields the list of the parts read (their byte offsets in the file)."""
     monkeypatch.setattr(_reader, "_PART", PART)
     monkeypatch.setattr(_reader, "_TAIL_PART", PART)
+    monkeypatch.setattr(_reader, "_THREADED_MIN", 0)
     seen: list[int] = []
     read = _reader._Parts.read
 
@@ -146,6 +148,27 @@ def test_the_last_records_are_read_in_parts(tmp_path: Path, verify: bool, monkey
         assert spans == []
     else:  # the last record at least, in three parts of 1 MiB or less
         assert len(spans) >= 3 and max(spans) == 1 << 20 and sum(spans) % (640 * 1024 * 4) == 0
+
+
+def test_a_small_read_stays_on_the_calling_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    s = {f"t{i}": torch.randn(8, 8) for i in range(64)}  # 17 KiB: Python work, not copying
+    dcp.save(s, storage_writer=FileSystemWriter(tmp_path), **ONE)
+    names: set[str] = set()
+    load = _reader.FileSystemReader._load
+
+    def recorded(self: Any, *args: Any) -> Any:
+        names.add(threading.current_thread().name)
+        if _reader._THREADED_MIN == 0:
+            time.sleep(0.002)  # the control: long enough records that the helper surely takes some
+        return load(self, *args)
+
+    monkeypatch.setattr(_reader.FileSystemReader, "_load", recorded)
+    got = load_tensors(tmp_path)
+    assert all(torch.equal(got[k], v) for k, v in s.items()) and names == {threading.current_thread().name}
+    names.clear()
+    monkeypatch.setattr(_reader, "_THREADED_MIN", 0)
+    load_tensors(tmp_path)
+    assert len(names) == 2  # the control: both threads take records
 
 
 def test_shared_tasks_spill_and_fail() -> None:

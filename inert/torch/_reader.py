@@ -78,6 +78,9 @@ _HEAD_MAX = 576
 _CRC = struct.Struct("<I")
 #: Linux's MAP_NORESERVE (the mmap module does not name it).
 _NORESERVE = 0x4000 if sys.platform.startswith("linux") else 0
+#: Fewer bytes than this are read on the calling thread alone: their records cost Python work, which
+#: holds the GIL, more than copying, and a second thread would only take turns with the first.
+_THREADED_MIN = 1 << 20
 #: Records handed to a reading thread at once: small records travel together.
 _BATCH_BYTES = 4 << 20
 _BATCH_RECORDS = 64
@@ -524,7 +527,7 @@ class FileSystemReader(StorageReader):
                 assert loaded is not None  # nothing spilled
                 return loaded
 
-            if self.thread_count == 1:
+            if self.thread_count == 1 or sum(info.length for _, _, info in work) < _THREADED_MIN:
                 yield from map(load, work)
             elif resolve is not None:
                 shared = SharedTasks()
