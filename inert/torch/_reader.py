@@ -297,7 +297,7 @@ class FileSystemReader(StorageReader):
             size = os.fstat(handle.fileno()).st_size
             if size > limit:  # checked before reading: a huge file allocates nothing
                 raise LimitError("checkpoint-metadata", 0, "", f"file of {size} bytes exceeds max_size({limit})")
-            return handle.read(limit + 1)
+            return handle.read(size + 1)  # a byte more than fstat saw: a file that grew since fails to decode
 
     def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
         rank = kwargs.get("rank")
