@@ -51,7 +51,8 @@ def load_tensors(
     Keys are the checkpoint's names (DCP's flattened ones: ``"model.fc.weight"``).
     ``into`` None: every tensor of the checkpoint, in new CPU tensors.  Otherwise the
     tensors of ``into``'s keys, read in place (``into`` is returned); the checkpoint's other
-    entries are not read.  A key the checkpoint lacks, holds as a value, or holds with
+    entries are not read.  Destinations are plain tensors: a ``DTensor`` or ``ShardedTensor``
+    takes its local part through ``dcp.load``.  A key the checkpoint lacks, holds as a value, or holds with
     another dtype or shape is a ``ShapeMismatchError`` naming the key and both, raised
     before any byte is copied; bad bytes are ``InertError``s as with ``FileSystemReader``,
     whose options the keyword arguments are.
