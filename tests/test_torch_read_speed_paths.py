@@ -12,6 +12,7 @@ import faulthandler
 import functools
 import inspect
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -220,3 +221,53 @@ def test_reads_on_two_threads_at_once_and_in_a_forked_child(tmp_path: Path, part
         except BaseException:
             os._exit(2)
     assert os.waitpid(pid, 0)[1] == 0
+
+
+def test_a_custom_planner_gets_its_calls_on_the_calling_thread_in_a_threaded_read(tmp_path: Path) -> None:
+    from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
+
+    s = {f"t{i}": torch.randn(400, 1000) for i in range(4)} | {f"s{i}": torch.randn(10) for i in range(40)}  # 2 batches
+    dcp.save(s, storage_writer=FileSystemWriter(tmp_path), **ONE)
+    calls: set[int] = set()
+    reads: set[str] = set()
+    load = _reader.FileSystemReader._load
+
+    def recorded(self: Any, *args: Any) -> Any:
+        reads.add(threading.current_thread().name)
+        time.sleep(0.001)  # long enough records that both threads take some
+        return load(self, *args)
+
+    class Planner(DefaultLoadPlanner):
+        def resolve_tensor(self, read_item: Any) -> torch.Tensor:
+            calls.add(threading.get_ident())
+            return super().resolve_tensor(read_item)
+
+    target = {k: torch.zeros_like(v) for k, v in s.items()}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_reader.FileSystemReader, "_load", recorded)
+        inert.torch.load(target, tmp_path, thread_count=2, planner=Planner())
+    assert all(torch.equal(target[k], v) for k, v in s.items())
+    assert calls == {threading.get_ident()}  # the planner's calls, in plan order on this thread
+    assert len(reads) == 2 and threading.current_thread().name not in reads  # the reading, by the pool
+
+
+def test_no_thread_unpickles_during_threaded_reads(tmp_path: Path) -> None:
+    s = saved(tmp_path)  # 1.2 MiB: read on two threads
+    found: list[str] = []
+    watching = [True]
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        if watching[0] and event in ("pickle.find_class", "marshal.loads", "exec", "compile"):
+            found.append(event)
+
+    load_tensors(tmp_path)  # warm: imports are exec events
+    inert.torch.load({k: torch.zeros_like(v) for k, v in s.items()}, tmp_path)
+    sys.addaudithook(hook)
+    try:
+        got = load_tensors(tmp_path)
+        into = {k: torch.zeros_like(v) for k, v in s.items()}
+        inert.torch.load(into, tmp_path, thread_count=2)
+    finally:
+        watching[0] = False  # audit hooks cannot be removed
+    assert found == []
+    assert all(torch.equal(got[k], v) and torch.equal(into[k], v) for k, v in s.items())
