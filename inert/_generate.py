@@ -4,7 +4,8 @@ Each generated module is plain Python with precompiled ``struct.Struct``
 objects: one bounds check and one ``unpack_from`` per group of fixed-size
 fields, every count and length compared with its declared limit and with the
 bytes that remain before anything is allocated, and a writer that mirrors the
-reader.  ``inert gen --check`` fails when a committed module differs from what
+reader.  An array of alike records is read as one uniform run when it can be
+(``inert._generate_runs``), element by element otherwise.  ``inert gen --check`` fails when a committed module differs from what
 the spec generates now.
 
 Run it as ``inert gen`` (or ``python -m inert gen``).
