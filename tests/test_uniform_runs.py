@@ -67,9 +67,16 @@ def test_every_damaged_byte_of_a_run_gets_the_interpreters_answer() -> None:
     assert {"value", "InvalidValueError", "LimitError", "UnknownTagError"} <= outcomes
 
 
-def test_short_arrays_are_read_element_by_element() -> None:
-    data = shm_samples_meta.encode({"samples": ALIKE[: RUN_MIN - 1]})
-    assert shm_samples_meta.decode(data)["samples"] == ALIKE[: RUN_MIN - 1]
+def test_short_arrays_are_read_element_by_element(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    run = shm_samples_meta._run_ArraySample
+    monkeypatch.setattr(
+        shm_samples_meta, "_run_ArraySample", lambda buf, off, count, ctx: calls.append(count) or run(buf, off, count, ctx)
+    )
+    for count in (RUN_MIN - 1, RUN_MIN):
+        data = shm_samples_meta.encode({"samples": ALIKE[:count]})
+        assert shm_samples_meta.decode(data)["samples"] == ALIKE[:count]
+    assert calls == [RUN_MIN]  # the shorter batch never reached the run reader
 
 
 def test_a_run_stops_at_the_first_fault_and_the_reader_names_it() -> None:

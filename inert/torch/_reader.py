@@ -3,16 +3,18 @@
 Nothing read is unpickled.  The metadata is decoded by the generated codec;
 then every record's byte range is checked against its file's size and the
 other records of that file (inside the file, no overlap), and records are
-read by ``thread_count`` threads:
+read by ``thread_count`` threads (the calling one included, see ``_threads``;
+under 1 MiB in all, by the calling thread alone):
 
 * a tensor record larger than 64 KiB whose destination is a whole, contiguous
   CPU tensor: its header is read and decoded by the codec first, and its dtype
   and shape must equal what the metadata and the read plan expect, and its
   stored CRC-32 the one the metadata holds, before any payload byte is read;
-  the payload is then read straight into the destination with ``preadv`` in
-  1 MiB blocks, each checksummed while still in cache, and the CRC-32 must
-  match before the load returns (a damaged record may have filled its
-  destination with bytes the load then refuses);
+  the payload is then read straight into the destination with ``preadv``, in
+  1 MiB blocks each checksummed while still in cache (in one call when
+  unverified), a large payload in parts that any free thread takes, and the
+  CRC-32 must match before the load returns (a damaged record may have filled
+  its destination with bytes the load then refuses);
 * any other record is read whole into a reused buffer, checksummed, decoded,
   checked the same way, and only then viewed as a tensor and copied.
 
