@@ -16,6 +16,7 @@ import msgpack
 
 from ._filelib import DTYPES, PICKLE, SAFETENSORS, TORCH_ZIP, as_json, crc, header
 from ._vectorlib import Corpus, Piece, text, u32, u64
+from ._vectors_checkpoint_shard import one_reject_per_rule
 
 MAGIC = b"\x89INRTMD\n"
 MAX_FQN_LEN = 1 << 16
@@ -163,8 +164,8 @@ def build() -> Corpus:
     def ok(name: str, what: str, edit: Any) -> None:
         c.accept(name, what, metadata_file(_variant(edit)))
 
-    def bad(name: str, what: str, edit: Any, kind: str) -> None:
-        c.reject(name, what, metadata_file(_variant(edit)).data, kind)
+    def bad(name: str, what: str, edit: Any, kind: str, rule: str | None = None) -> None:
+        c.reject(name, what, metadata_file(_variant(edit)).data, kind, rule=rule)
 
     empty: dict[str, Any] = {"dcp_version": None, "storage_meta": None, "planner_data": None,
                              "files": [], "tensors": [], "values": []}
@@ -217,6 +218,8 @@ def build() -> Corpus:
     bad("PlannerTrailing", "two planner documents where one belongs", lambda m: m.update(planner_raw=b"\x01\x02"),
         "trailing-bytes")
     bad("PlannerEmpty", "planner data of 0 bytes", lambda m: m.update(planner_raw=b""), "truncated")
+    for name, what, document, kind, rule in one_reject_per_rule():
+        bad(f"Planner{name}", f"planner data: {what}", lambda m, d=document: m.update(planner_raw=d), kind, rule)
     bad("FqnBadUtf8", "an fqn that is not UTF-8", lambda m: m["tensors"][0].update(fqn=b"\xc3\x28"), "invalid-value")
     bad("ValueFqnBadUtf8", "a value fqn that is not UTF-8", lambda m: m["values"][0].update(fqn=b"\xc3\x28"),
         "invalid-value")

@@ -292,12 +292,29 @@ CANONICAL_FORM: list[tuple[str, str, str, str, Any, str]] = [
     ("SetMemberInt", "a set holding an int", "d5049101", _REJECT, "invalid-value", "value.key-type"),
     ("FrozensetMemberComplex", "a frozenset holding a complex number", "c71305" + "91d802" + "00" * 16, _REJECT,
      "invalid-value", "value.key-type"),
+    ("StrNotUtf8", "a str of the bytes c3 28 (not UTF-8)", "a2c328", _REJECT, "invalid-value", "value.utf8"),
+    ("TupleHoldsInt", "a tuple whose payload is an int, not an array", "d40101", _REJECT, "invalid-value",
+     "value.ext-array"),
+    ("ComplexOf8Bytes", "a complex extension of 8 bytes", "d702" + "00" * 8, _REJECT, "invalid-value",
+     "value.complex-size"),
     ("TupleTrailing", "a tuple payload holding an array and one byte more", "d5019000", _REJECT, "trailing-bytes",
      "value.one-document"),
     ("TupleEmptyPayload", "a tuple extension of no bytes", "c70001", _REJECT, "truncated", "value.truncated"),
     ("TupleArrayBeyondPayload", "a tuple payload whose array of 2 has 1 element (the document goes on)",
      "92d5019201c0", _REJECT, "truncated", "value.truncated"),
 ]
+
+
+def one_reject_per_rule() -> list[tuple[str, str, bytes, str, str]]:
+    """The first refused document of each rule of the canonical form: (name, what, document, kind, rule), for
+    the formats whose value documents sit in a larger file (the record corpora hold them all)."""
+    seen: set[str] = set()
+    picked = []
+    for name, what, doc_hex, outcome, expected, rule in CANONICAL_FORM:
+        if outcome == _REJECT and rule not in seen:
+            seen.add(rule)
+            picked.append((name, what, bytes.fromhex(doc_hex), expected, rule))
+    return picked
 
 
 def canonical_form_vectors(c: Corpus, f: Frame) -> None:

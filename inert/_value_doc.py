@@ -132,8 +132,12 @@ _INT_FORMS = {0xD0: (_I8, -33), 0xD1: (_I16, -129), 0xD2: (_I32, -32769), 0xD3: 
 _LENGTH = {1: None, 2: _U16, 4: _U32, 8: _U64}
 #: 1 for the bytes that are a whole value on their own: fixints, nil, false, true.
 _SINGLE = bytes(1 if b <= 0x7F or b >= 0xE0 or b in (0xC0, 0xC2, 0xC3) else 0 for b in range(256))
-#: The scanner's fast paths by first byte: 0 a one-byte value, 1 a fixstr, 2 a fixmap or fixarray, 3 the rest.
-_CLASS = bytes(0 if _SINGLE[b] else 1 if 0xA0 <= b <= 0xBF else 2 if 0x80 <= b <= 0x9F else 3 for b in range(256))
+#: The scanner's paths by first byte: 0 a one-byte value, 1 a fixstr, 2 a fixmap or fixarray, 3 an ext, 4 the rest.
+_CLASS = bytes(
+    0 if _SINGLE[b] else 1 if 0xA0 <= b <= 0xBF else 2 if 0x80 <= b <= 0x9F
+    else 3 if 0xC7 <= b <= 0xC9 or 0xD4 <= b <= 0xD8 else 4
+    for b in range(256)
+)
 
 
 class _Fault(Exception):
@@ -159,8 +163,10 @@ def _check_nan(raw: bytes, pos: int) -> None:
 def _scan(data: bytes, max_depth: int) -> None:
     """Refuse the first fault of ``data`` in byte order; return when it is one canonical document."""
     n = len(data)
-    # A frame: [items left, end of the bytes it may use, kind, previous key (kind, bytes), end to reach when done].
-    stack: list[list[Any]] = [[1, n, _ARRAY, None, -1]]  # the top: one value, checked for trailing bytes below
+    # A frame: [items left, end of the bytes it may use, kind, the previous key's bytes, the end to reach
+    # when done (-1: none), whether the previous key is a bin].
+    stack: list[list[Any]] = [[1, n, _ARRAY, None, -1, False]]  # the top: one value, checked for trailing bytes below
+    depth = 0  # containers open around the next value
     pos = 0
     classes = _CLASS
     while stack:
@@ -178,11 +184,10 @@ def _scan(data: bytes, max_depth: int) -> None:
                     if after > end:
                         raise _Fault(TruncatedError, pos + 1, f"a str of {length} bytes, {end - pos - 1} present")
                     payload = data[pos + 1 : after]
-                    key = (0, payload)
                     previous = frame[3]
-                    if previous is not None and key <= previous or not payload.isascii():
+                    if previous is not None and (frame[5] or payload <= previous) or not payload.isascii():
                         _key(data, pos, end, frame)  # the precise error (or a valid non-ASCII key)
-                    frame[3] = key
+                    frame[3] = payload
                     pos = after
                     continue
                 frame[0] = left
@@ -205,7 +210,7 @@ def _scan(data: bytes, max_depth: int) -> None:
                 pos += length
                 continue
             if c == 2:  # a fixmap or fixarray, inline (an empty one needs no frame)
-                if len(stack) > max_depth:  # the top pseudo-frame and one frame per enclosing container
+                if depth >= max_depth:
                     raise _Fault(LimitError, pos, f"nesting exceeds max_depth({max_depth})")
                 count = b & 0x0F
                 pos += 1
@@ -219,14 +224,17 @@ def _scan(data: bytes, max_depth: int) -> None:
                     raise _Fault(TruncatedError, pos - 1, f"{count} {'pairs' if child == _MAP else 'elements'} need "
                                  f"at least {items} bytes, {end - pos} present")
                 frame[0] = left
-                stack.append([items, end, child, None, -1])
+                stack.append([items, end, child, None, -1, False])
+                depth += 1
                 break
             frame[0] = left
-            pos = _item(data, pos, end, b, stack, max_depth)
+            pos = _ext(data, pos, end, b, stack, max_depth) if c == 3 else _item(data, pos, end, b, stack, max_depth)
             if stack[-1] is not frame:
+                depth += 1
                 break
         else:
             stack.pop()
+            depth -= 1
             if frame[4] >= 0 and pos != frame[4]:
                 raise _Fault(TrailingBytesError, pos, f"{frame[4] - pos} bytes after the array of an extension payload")
     if pos != n:
@@ -245,13 +253,13 @@ def _key(data: bytes, pos: int, end: int, frame: list[Any]) -> int:
         raise _Fault(InvalidValueError, pos, f"{what} of type 0x{b:02x}: keys and set members are str or bin")
     after = _item(data, pos, end, b, [], 0)
     payload = data[after - _payload_length(data, pos, b) : after]
-    key = (key_kind, payload)
-    previous = frame[3]
-    if previous is not None and key <= previous:
+    previous, previous_bin = frame[3], frame[5]
+    if previous is not None and (previous_bin, previous) >= (key_kind == 1, payload):
         what = "map key" if frame[2] == _MAP else "set member"
-        raise _Fault(InvalidValueError, pos, f"{what} {'repeats' if key == previous else 'is out of order'}: "
+        repeats = previous_bin == (key_kind == 1) and payload == previous
+        raise _Fault(InvalidValueError, pos, f"{what} {'repeats' if repeats else 'is out of order'}: "
                      "keys are strictly increasing (str before bin, by their bytes)")
-    frame[3] = key
+    frame[3], frame[5] = payload, key_kind == 1
     return after
 
 
@@ -391,7 +399,7 @@ def _push(stack: list[list[Any]], kind: int, count: int, pos: int, end: int, clo
     if least > end - pos:
         raise _Fault(TruncatedError, start, f"{count} {'pairs' if kind == _MAP else 'elements'} need at least "
                      f"{least} bytes, {end - pos} present")
-    stack.append([2 * count if kind == _MAP else count, end, kind, None, close])
+    stack.append([2 * count if kind == _MAP else count, end, kind, None, close, False])
 
 
 class _Build:
@@ -412,7 +420,7 @@ class _Build:
             return complex(*_COMPLEX.unpack(payload))
         if code == EXT_BYTEARRAY:
             return bytearray(payload)
-        items = self.unpack(payload)
+        items = [] if payload == b"\x90" else self.unpack(payload)
         return tuple(items) if code == EXT_TUPLE else (set(items) if code == EXT_SET else frozenset(items))
 
 
@@ -422,7 +430,8 @@ def unpack_value(fmt: str, data: Any, base: int, path: str, max_depth: int) -> A
     try:
         _scan(raw, max_depth)
     except _Fault as fault:
-        raise fault.cls(fmt, base + fault.pos, path, fault.reason) from None
+        reason = f"value document cut short: {fault.reason}" if fault.cls is TruncatedError else fault.reason
+        raise fault.cls(fmt, base + fault.pos, path, reason) from None
     # The value holds no cycles: collecting while a million containers are built only costs time
     # (4x the build on large documents).
     pause = len(raw) > _GC_PAUSE_SIZE and gc.isenabled()

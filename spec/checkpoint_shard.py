@@ -40,6 +40,7 @@ has thousands of tiny records (the ``step`` scalars).
 import enum
 
 from inert._checks import check_tensor_record
+from inert._rules import SpecRule
 
 from ._grammar import Array, Bytes, Crc32, Format, Int8ul, Int32ul, Int64ul, MsgPack, Padding, Record, Tag, Union, Validate
 
@@ -109,4 +110,19 @@ FORMAT = Format(
     params=("verify_checksums",),
     magic=MAGIC,
     parts={"record": {1: ShardRecordV1}},
+)
+
+#: The rules of a tensor record beyond its fields' own (checked after the record's fields, in this order);
+#: dump-shard's row fields hold the same records.
+RULES = (
+    SpecRule("tensor.shape-overflow", "The element count times the itemsize (the product of shape and the "
+             "dtype's bytes: 1 for BOOL, the 8-bit ints and floats; 2 for 16-bit; 4 for 32-bit and 8 for 64-bit "
+             "types and COMPLEX64; 16 for COMPLEX128) is below 2**64; a zero-size tensor passes whatever its other "
+             "dims.", "invalid-value", "shape", "prod(shape) * itemsize(dtype) < 2**64",
+             r"^element count times itemsize overflows 64 bits"),
+    SpecRule("tensor.length", "The payload holds exactly prod(shape) * itemsize(dtype) bytes (a 0-d tensor one "
+             "element).", "invalid-value", "data", "len(data) == prod(shape) * itemsize(dtype)",
+             r"bytes present, shape and dtype give"),
+    SpecRule("tensor.bool-elements", "Every element of a BOOL tensor is the byte 0 or 1.", "invalid-value",
+             "data", "dtype != BOOL or all(b in (0, 1) for b in data)", r"^a boolean byte other than 0 and 1"),
 )

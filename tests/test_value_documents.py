@@ -16,11 +16,11 @@ from typing import Any
 
 import msgpack
 import pytest
+from inert.codecs import checkpoint_metadata
+from inert.conformance._vectors_checkpoint_metadata import metadata_file, representative
 
 from inert import InertError, InvalidValueError
 from inert._value_doc import RULES, pack_value, unpack_value
-from inert.codecs import checkpoint_metadata
-from inert.conformance._vectors_checkpoint_metadata import metadata_file, representative
 
 MIB = 1 << 20
 
