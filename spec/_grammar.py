@@ -580,12 +580,11 @@ class Crc32(Construct):  # type: ignore[misc]
 class MsgPack(Construct):  # type: ignore[misc]
     """A byte length (``prefix``) then one MessagePack value document of Inert's value subset.
 
-    The subset: None, bool, int (-2**63 .. 2**64-1), float, str, bytes, list,
-    dict (keys of the subset that hash: str, int, tuple, ...), and the extension
-    codes 1 tuple, 2 complex, 3 bytearray, 4 set, 5 frozenset (see
-    :mod:`inert._codec_runtime`).  Any other extension code is an
-    :class:`UnknownTagError`; the document is at most ``max_len`` bytes and
-    ``max_depth`` containers deep (checked by Inert, well below msgpack's own 1024).
+    The subset and its one canonical encoding are :mod:`inert._value_doc`'s (the
+    rules ``value.*`` of :mod:`inert._rules`): None, bool, int (-2**63 .. 2**64-1),
+    float, str, bytes, list, dict (keys str or bytes), and the extension codes
+    1 tuple, 2 complex, 3 bytearray, 4 set, 5 frozenset.  The document is at most
+    ``max_len`` bytes and ``max_depth`` containers deep.
     """
 
     def __init__(self, prefix: Scalar, max_len: int, max_depth: int) -> None:

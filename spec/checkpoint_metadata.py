@@ -10,7 +10,8 @@ may set a lower limit); value documents nest at most 64 levels.
 * ``planner_data``: the planner's value (a MessagePack document of Inert's
   value subset; the default planner stores ``{fqn: (key, key, ...)}``).
 * ``files``: the data files, plain names inside the checkpoint directory
-  (no separators, no ``..``); entries refer to them by index.
+  (rule ``checkpoint-metadata.file-name`` gives the characters); entries
+  refer to them by index.
 * ``tensors``: per tensor its fqn, ``TensorProperties`` (dtype, layout,
   memory format, requires_grad, pin_memory), size, and its chunks as
   columns: chunk offsets and sizes (``ndim`` values per chunk, flattened), and
@@ -20,9 +21,10 @@ may set a lower limit); value documents nest at most 64 levels.
 * ``values``: per non-tensor entry its fqn and the location and CRC-32 of
   its record.
 
-Every chunk must lie inside its tensor; fqns are unique.  Whether records lie
-inside their files and overlap is checked by the storage reader, which knows
-the file sizes.
+Every chunk must lie inside its tensor; fqns are unique (rules
+``checkpoint-metadata.*``).  Whether records lie inside their files and overlap
+is checked by the storage reader, which knows the file sizes, before it reads
+a record.
 """
 
 import enum

@@ -18,16 +18,13 @@ before it (the kind, the header, the padding and the payload):
 * a value: one MessagePack document of Inert's value subset, at most 64 MiB
   and 64 levels deep.
 
-The value subset: nil, bool, int (-2**63 to 2**64-1), float, str (UTF-8),
-bin, array, and map (keys of the subset that hash: str, int, a tuple, ...),
-plus these extension types; any other extension code (msgpack's timestamp -1
-included) is an unknown tag:
-
-* 1 tuple, 4 set, 5 frozenset: the payload is one document holding an array
-  of the members.  A writer orders a set's members by their encoded bytes,
-  so equal sets encode to equal bytes.
-* 2 complex: the real then the imaginary part, two ``Float64l`` (16 bytes).
-* 3 bytearray: the raw bytes.
+The value subset and its one canonical encoding are the rules ``value.*``
+below: nil, bool, int (-2**63 to 2**64-1, shortest encoding), float64, str
+(UTF-8), bin, array, and map (keys str or bin, strictly increasing), plus the
+extension types 1 tuple, 4 set, 5 frozenset (an array of the members; a set's
+members str or bin, strictly increasing), 2 complex (two ``Float64l``) and
+3 bytearray; any other extension code (msgpack's timestamp -1 included) is an
+unknown tag.
 
 Why 64-byte alignment: it is the cache-line size and the widest SIMD vector
 (AVX-512) of the CPUs this runs on and a multiple of every itemsize (16 at

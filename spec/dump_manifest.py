@@ -18,9 +18,12 @@ at most 4 GiB (a reader may set a lower limit).
   the owner that wrote it, and its rows as columns: the index of each row in
   ``keys``, and the byte offset and length of its ``dump-shard`` record.
 
-Cross references (indexes in range, every key in exactly one shard, unique
-keys, field names and file names, nested shapes matching the schema) are
-checked by the loader, which also checks that records lie inside their files.
+The cross references (unique field names, keys and shard file names, field
+indexes in range and ascending, nested shapes matching the schema, every key
+in exactly one shard, records packed in file order) are rules of the format:
+the decoder checks them after the document (rules ``dump-manifest.*``).  Only
+whether each record lies inside its file, whose size the manifest does not
+carry, is left to the loader, which checks it before reading any record.
 """
 
 import enum
