@@ -110,8 +110,8 @@ def document_file_vectors(c: Corpus, magic: bytes, rep: Piece) -> None:
         c.reject(f"Version{version}", f"format_version {version}", header(magic, version) + rep.data[len(magic) + 2:],
                  "version")
     for cut in range(len(magic)):
-        c.either(f"TruncatedMagic{cut}", f"the first {cut} bytes of the magic", rep.data[:cut],
-                 [{"reject": "truncated"}, {"reject": "foreign-format"}])
+        c.reject(f"TruncatedMagic{cut}", f"the first {cut} bytes of the magic: not this format", rep.data[:cut],
+                 "foreign-format", rule="file.magic")
     for cut in range(len(magic), len(rep.data)):
         c.reject(f"Truncated{cut:04d}", f"the first {cut} of the {len(rep.data)} bytes of the representative file",
                  rep.data[:cut], "truncated")
@@ -296,6 +296,13 @@ def build() -> Corpus:
                         ("Nul", "a\x00"), ("Newline", "a\n")):
         bad(f"FileName{label}", f"the file name {name!r}", lambda m, n=name: m["files"].append(n), "invalid-value")
     ok("FileNameDotsInside", "a file name with dots and dashes inside", lambda m: m["files"].append("a..b-c_d.e"))
+    bad("FileNameTwice", "one data file listed twice", lambda m: m["files"].append("__0_0.distcp"), "invalid-value",
+        "checkpoint-metadata.file-unique")
+    ok("FqnEmpty", "a value whose fqn is the empty string (a state dict key like any other)",
+       lambda m: m["values"][0].update(fqn=""))
+    ok("ChunkZeroSize", "a 0x3 tensor of one zero-size chunk, and a zero-size chunk at the end of a tensor",
+       lambda m: m["tensors"].extend([tensor("model.empty", [0, 3], [([0, 0], [0, 3])]),
+                                      tensor("model.tail", [4, 3], [([0, 0], [4, 3]), ([4, 0], [0, 3])])]))
 
     # Many values with fqns of one length (optimizer states, say): each entry is still checked on its own.
     def alike(count: int, length: int = 9) -> list[dict[str, Any]]:

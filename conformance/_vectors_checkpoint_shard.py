@@ -385,8 +385,8 @@ def file_vectors(c: Corpus, magic: bytes, group: str, item: str, first: Piece, s
     c.accept("MaxSizeExact", "a file exactly as long as the caller's max_size", rep, {"max_size": len(rep.data)})
     empty = header(magic) + struct.pack("<I", 0)
     for cut in range(len(magic)):  # a piece of the magic: cut short, or not this format at all
-        c.either(f"TruncatedMagic{cut}", f"the first {cut} bytes of the magic", empty[:cut],
-                 [{"reject": "truncated"}, {"reject": "foreign-format"}])
+        c.reject(f"TruncatedMagic{cut}", f"the first {cut} bytes of the magic: not this format", empty[:cut],
+                 "foreign-format", rule="file.magic")
     for cut in range(len(magic), len(empty)):
         c.reject(f"TruncatedHeader{cut:02d}", f"the first {cut} bytes of the header and record count", empty[:cut], "truncated")
     for cut in (15, 64, 100, 127, len(rep.data) - 1):

@@ -259,6 +259,12 @@ def check_metadata(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str
     for index, name in enumerate(files):
         if not _FILE_NAME_RE.match(name) or name in (".", ".."):
             return f"files[{index}]", f"{name!r} is not a plain file name"
+    if len(set(files)) != len(files):  # str hashes are seeded: no input makes this slow
+        first: set[str] = set()
+        for index, name in enumerate(files):
+            if name in first:
+                return f"files[{index}]", f"{name!r} is listed twice"
+            first.add(name)
     count = len(files)
     seen: set[str] = set()
     for group in ("tensors", "values"):

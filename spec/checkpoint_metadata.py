@@ -137,6 +137,8 @@ RULES = (
     SpecRule("checkpoint-metadata.file-name", "A data file name is " + FILE_NAME_SENTENCE + ".",
              "invalid-value", "files[i]", "re.fullmatch('[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}', name)",
              r"is not a plain file name$"),
+    SpecRule("checkpoint-metadata.file-unique", "A data file name appears once in files.", "invalid-value",
+             "files[i]", "len(set(files)) == len(files)", r"is listed twice$"),
     SpecRule("checkpoint-metadata.fqn-unique", "An fqn appears once among all tensors and values (tensors first, "
              "then values, in order: the second occurrence is reported).", "invalid-value",
              "tensors[i].fqn|values[i].fqn", "len(set(fqns)) == len(fqns)", r"appears twice$"),
