@@ -45,7 +45,9 @@ def _decode(vector: Vector) -> None:
 def trace_corpus(vectors: list[Vector] | None = None, formats: dict[str, Any] | None = None) -> Trace:
     """Trace every decode vector of the corpus to the rules of its format."""
     if formats is None:
-        from inert.spec import FORMATS as formats
+        from inert.spec import FORMATS
+
+        formats = dict(FORMATS)
     result = Trace()
     for vector in load_corpus() if vectors is None else vectors:
         if vector.value is not None:
