@@ -171,11 +171,11 @@ def build() -> Corpus:
         "invalid-value",
     )
     overflow_then_zero = batch([array("|u1", [1 << 63, 4, 0], nbytes=0)])
-    c.either(
+    c.accept(
         "ProductOverflowsBeforeZero",
-        "shape (2**63, 4, 0): a partial product overflows 64 bits, the full product is 0",
-        overflow_then_zero.data,
-        [{"accept": overflow_then_zero.value}, {"reject": "invalid-value"}],
+        "shape (2**63, 4, 0): a partial product overflows 64 bits, the full product (what the rule bounds) is 0",
+        overflow_then_zero,
+        rule="shm-samples-meta.shape-overflow",
     )
     chunk = {"chunk_size": 24}
     c.accept("ChunkExactFit", "an array ending exactly at the end of the chunk", batch([array("<f4", [2, 3])]), chunk)
@@ -238,11 +238,12 @@ def build() -> Corpus:
     c.reject("ItemsBeyondInput", "a tuple of 1000 items declared, none present", u64(1) + b"\x01" + u64(1000), "truncated")
     c.reject("ListItemsBeyondInput", "a list of 1000 items declared, none present", u64(1) + b"\x02" + u64(1000), "truncated")
     bad_first = u64(3) + b"\x07" + bytes(10)
-    c.either(
+    c.reject(
         "CountBeyondInputBadFirst",
-        "three samples declared, too few bytes for them, the first one of an unknown kind",
+        "three samples declared, too few bytes for them, the first one of an unknown kind: the count is checked first",
         bad_first,
-        [{"reject": "truncated"}, {"reject": "unknown-tag"}],
+        "truncated",
+        rule="grammar.truncated",
     )
 
     # A top-level array cut short: one sample declared, so the count fits what is left.

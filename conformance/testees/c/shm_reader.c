@@ -522,8 +522,12 @@ static bool read_array(Reader *r, Value *obj) {
     /* The array against itself, then against the chunk. */
     unsigned itemsize = dtype_itemsize(dtype->s, dtype->len);
     if (!itemsize) return fail(r, "invalid-value", at, "dtype: unsupported");
+    /* The rule bounds the full product: a zero dim makes it 0 whatever the others (then no partial
+       product counts); with every dim at least 1 the partial products only grow. */
     unsigned __int128 total = itemsize;
-    for (uint32_t k = 0; k < ndim; k++) {
+    for (uint32_t k = 0; k < ndim; k++)
+        if (dims[k] == 0) total = 0;
+    for (uint32_t k = 0; k < ndim && total; k++) {
         total *= dims[k]; /* both factors below 2**64: the product fits 128 bits */
         if (total > UINT64_MAX) return fail(r, "invalid-value", at, "shape: element count times itemsize overflows 64 bits");
     }
