@@ -12,7 +12,9 @@ A grammar element this module does not know may describe itself with a
 
 from __future__ import annotations
 
+import dataclasses
 import html
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -401,6 +403,15 @@ def _counts(formats: dict[str, Format]) -> dict[str, tuple[int, int, int, int]]:
     return {name: (a, b, c, d) for name, (a, b, c, d) in counts.items()}
 
 
+def _rules_json(formats: dict[str, Format]) -> str:
+    """Every format's rules, in page order, as data for generators in other languages."""
+    data = {
+        fmt.name: [dataclasses.asdict(rule) | {"number": number} for number, rule in enumerate(fmt.rules(), 1)]
+        for fmt in formats.values()
+    }
+    return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+
+
 def _index(formats: dict[str, Format]) -> str:
     counts = _counts(formats)
     total = sum(b + c + d for _, b, c, d in counts.values())
@@ -414,7 +425,7 @@ def _index(formats: dict[str, Format]) -> str:
         "and [the conformance testee protocol](../../conformance/PROTOCOL.md) with [the implementers' guide](../conformance.md).",
         "",
         "Every rule a reader enforces is numbered on its format's page; [traceability.md](traceability.md)",
-        "gives the vectors that pin each one.",
+        "gives the vectors that pin each one, and [rules.json](rules.json) the same rules as data.",
         "",
         "| format | versions | page | rules | vectors: accept | refuse | writers refuse |",
         "|---|---|---|---|---|---|---|",
@@ -433,7 +444,11 @@ def _index(formats: dict[str, Format]) -> str:
 
 def outputs(formats: dict[str, Format], docs_dir: Path) -> dict[Path, str]:
     """Every generated documentation file, with its text."""
-    files = {docs_dir / "README.md": _index(formats), docs_dir / "traceability.md": _traceability(formats)}
+    files = {
+        docs_dir / "README.md": _index(formats),
+        docs_dir / "traceability.md": _traceability(formats),
+        docs_dir / "rules.json": _rules_json(formats),
+    }
     for fmt in formats.values():
         for name, text in _format_doc(fmt).items():
             files[docs_dir / name] = text
