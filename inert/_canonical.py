@@ -10,8 +10,9 @@ these spellings for what JSON lacks:
 * a tuple ``{"$tuple": [...]}``, a set ``{"$set": [...]}``, a frozenset
   ``{"$frozenset": [...]}`` (members ordered by their canonical JSON text);
 * a complex number ``{"$complex": [real, imag]}``;
-* a dict with a key that is not a string, or a string key starting with ``$``,
-  ``{"$map": [[key, value], ...]}`` (pairs ordered by their canonical JSON text).
+* a dict with a key that is not a string (value documents allow bytes keys), or a
+  string key starting with ``$``, ``{"$map": [[key, value], ...]}`` (pairs ordered
+  by their canonical JSON text).
 
 ``from_json`` undoes the mapping; tag names are accepted by every writer as they are.
 """

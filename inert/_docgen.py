@@ -188,9 +188,12 @@ canonical JSON: object keys sorted, no insignificant white space, UTF-8.
 | non-finite float | `{"$float": "nan" / "inf" / "-inf"}` |
 | tuple, set, frozenset (value documents) | `{"$tuple": [...]}`, `{"$set": [...]}`, `{"$frozenset": [...]}` |
 | complex, bytearray (value documents) | `{"$complex": [real, imag]}`, `{"$bytearray": "<base64>"}` |
-| map with a key not a string, or starting with `$` | `{"$map": [[key, value], ...]}` |
+| map with a bin key, or a str key starting with `$` | `{"$map": [[key, value], ...]}` (a bin key as `{"$bytes": ...}`) |
 
-A set's members and a `$map`'s pairs are ordered by their canonical JSON text.
+A set's members and a `$map`'s pairs are ordered by their canonical JSON text.  Every extension
+value and every map has exactly this one spelling; the corpus accepts one of each
+(`ValueTuple`, `ValueComplex`, `ValueBytearray`, `ValueSet`, `ValueFrozenset`, `ValueMapBytesKey`,
+`ValueMapDollarKey` in the record corpora).
 
 Writers accept the same JSON back (`inert encode`): tags by name or value.
 """
