@@ -334,7 +334,8 @@ _body = _tensor() | st.fixed_dictionaries({"kind": st.just("VALUE"), "value": _v
 
 _checkpoint_record = st.fixed_dictionaries({"body": _body})
 _TENSOR_RECORD = {"body": {"kind": "TENSOR", "dtype": "FLOAT32", "shape": [2, 3], "data": bytes(range(24))}}
-_VALUE_RECORD = {"body": {"kind": "VALUE", "value": {"lr": 0.1, "betas": (0.9, 0.999), "step": 7, 3: {1 + 2j, frozenset({"a"})}}}}
+_VALUE = {"lr": 0.1, "betas": (0.9, 0.999), "step": 7, "s": {"a", b"b"}, b"k": (1 + 2j, frozenset({"a"}))}
+_VALUE_RECORD = {"body": {"kind": "VALUE", "value": _VALUE}}
 _FP8_RECORD = {"body": {"kind": "TENSOR", "dtype": "FLOAT8_E4M3FN", "shape": [4], "data": b"\x7f\xff\x00\x80"}}
 _BOOL_RECORD = {"body": {"kind": "TENSOR", "dtype": "BOOL", "shape": [], "data": b"\x01"}}
 
