@@ -132,10 +132,11 @@ _INT_FORMS = {0xD0: (_I8, -33), 0xD1: (_I16, -129), 0xD2: (_I32, -32769), 0xD3: 
 _LENGTH = {1: None, 2: _U16, 4: _U32, 8: _U64}
 #: 1 for the bytes that are a whole value on their own: fixints, nil, false, true.
 _SINGLE = bytes(1 if b <= 0x7F or b >= 0xE0 or b in (0xC0, 0xC2, 0xC3) else 0 for b in range(256))
-#: The scanner's paths by first byte: 0 a one-byte value, 1 a fixstr, 2 a fixmap or fixarray, 3 an ext, 4 the rest.
+#: The scanner's paths by first byte: 0 a one-byte value, 1 a fixstr, 2 a fixmap or fixarray, 3 an ext,
+#: 4 a float64, 5 an unsigned int, 6 the rest.
 _CLASS = bytes(
     0 if _SINGLE[b] else 1 if 0xA0 <= b <= 0xBF else 2 if 0x80 <= b <= 0x9F
-    else 3 if 0xC7 <= b <= 0xC9 or 0xD4 <= b <= 0xD8 else 4
+    else 3 if 0xC7 <= b <= 0xC9 or 0xD4 <= b <= 0xD8 else 4 if b == 0xCB else 5 if 0xCC <= b <= 0xCF else 6
     for b in range(256)
 )
 
@@ -169,6 +170,7 @@ def _scan(data: bytes, max_depth: int) -> None:
     depth = 0  # containers open around the next value
     pos = 0
     classes = _CLASS
+    u64 = _U64.unpack_from
     while stack:
         frame = stack[-1]
         left, end, kind = frame[0], frame[1], frame[2]
@@ -208,6 +210,23 @@ def _scan(data: bytes, max_depth: int) -> None:
                     except UnicodeDecodeError as exc:
                         raise _Fault(InvalidValueError, pos + exc.start, "invalid UTF-8 in a str") from None
                 pos += length
+                continue
+            if c == 4:  # a float64, inline (arrays of floats are common)
+                if pos + 9 > end:
+                    raise _Fault(TruncatedError, pos + 1, f"8 bytes needed, {end - pos - 1} present")
+                if u64(data, pos + 1)[0] & _ABS > _INF:  # a NaN: exponent all ones, mantissa not 0
+                    _check_nan(data[pos + 1 : pos + 9], pos + 1)
+                pos += 9
+                continue
+            if c == 5:  # an unsigned int of 1 to 8 bytes, inline
+                size, least = _UINT_FORMS[b]
+                after = pos + 1 + size
+                if after > end:
+                    raise _Fault(TruncatedError, pos + 1, f"{size} bytes needed, {end - pos - 1} present")
+                number = int.from_bytes(data[pos + 1 : after], "big")
+                if number < least:
+                    raise _Fault(InvalidValueError, pos, f"the integer {number} in a longer form (0x{b:02x}) than it needs")
+                pos = after
                 continue
             if c == 2:  # a fixmap or fixarray, inline (an empty one needs no frame)
                 if depth >= max_depth:
