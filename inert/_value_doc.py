@@ -1,8 +1,8 @@
 """Value documents: the canonical MessagePack subset of Inert, read and written.
 
 A value document is one MessagePack value of this subset, in its one canonical
-encoding (the rules are :data:`RULES`, stated in every page of docs/spec/ that
-has a value document):
+encoding (the rules ``value.*`` of :data:`inert._rules.VALUE_RULES`, stated in
+every page of docs/spec/ that has a value document):
 
 * nil, false, true; integers from -2**63 to 2**64-1 in the shortest encoding
   (a non-negative integer always in the unsigned family, a negative one in the
@@ -56,7 +56,6 @@ __all__ = [
     "EXT_FROZENSET",
     "EXT_CODES",
     "CANONICAL_NAN",
-    "RULES",
     "unpack_value",
     "pack_value",
 ]
@@ -70,39 +69,6 @@ EXT_CODES = {EXT_TUPLE: "tuple", EXT_COMPLEX: "complex", EXT_BYTEARRAY: "bytearr
 
 #: The one encoding of NaN (float64, big-endian as MessagePack stores it): quiet, positive, no payload.
 CANONICAL_NAN = bytes.fromhex("7ff8000000000000")
-
-#: The rules of the canonical form: (identifier, sentence, error kind).  The identifiers are
-#: what the spec pages number and what vectors cite; the kinds are conformance names.
-RULES: tuple[tuple[str, str, str], ...] = (
-    ("value.one-document", "The bytes hold exactly one MessagePack value; bytes after it are refused, and so are "
-     "bytes after the array in the payload of a tuple, set or frozenset.", "trailing-bytes"),
-    ("value.truncated", "A value, a length or a count that the remaining bytes of the document (or of the "
-     "extension payload it is in) cannot hold is refused; a count needs at least one byte per element, two per "
-     "map pair.", "truncated"),
-    ("value.never-used", "The byte 0xc1 is refused.", "invalid-value"),
-    ("value.float64", "Floats are float64 (0xcb); float32 (0xca) is refused.", "invalid-value"),
-    ("value.nan", "A NaN is stored as 7ff8000000000000 only (in a float64 and in each part of a complex).",
-     "invalid-value"),
-    ("value.shortest-int", "An integer takes its shortest encoding: 0..127 a positive fixint, -32..-1 a negative "
-     "fixint, else uint8/16/32/64 for a non-negative value and int8/16/32/64 for a negative one, the narrowest "
-     "that holds it.", "invalid-value"),
-    ("value.shortest-length", "A length or count takes its shortest form: fixstr, fixarray, fixmap when it fits, "
-     "else the 8-bit form (str8, bin8, ext8), else 16-bit, else 32-bit; an ext of 1, 2, 4, 8 or 16 bytes is a "
-     "fixext.", "invalid-value"),
-    ("value.utf8", "A str holds valid UTF-8.", "invalid-value"),
-    ("value.key-type", "A map key and a set or frozenset member is a str or a bin.", "invalid-value"),
-    ("value.key-order", "The keys of a map, and the members of a set or frozenset, are strictly increasing: every "
-     "str before every bin, strs by their UTF-8 bytes, bins by their bytes (so no key appears twice).",
-     "invalid-value"),
-    ("value.ext-code", "An extension code other than 1 tuple, 2 complex, 3 bytearray, 4 set, 5 frozenset "
-     "(MessagePack's timestamp -1 included) is refused.", "unknown-tag"),
-    ("value.ext-array", "The payload of a tuple, set or frozenset is one array.", "invalid-value"),
-    ("value.complex-size", "The payload of a complex is 16 bytes: the real then the imaginary part, each a "
-     "float64 little-endian.", "invalid-value"),
-    ("value.depth", "Containers nest at most the field's max_depth: a container at the top is at depth 1, each "
-     "array, map, tuple, set or frozenset inside one adds 1 (scalars, complex and bytearray do not count).",
-     "limit"),
-)
 
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")

@@ -20,7 +20,8 @@ from inert.codecs import checkpoint_metadata
 from inert.conformance._vectors_checkpoint_metadata import metadata_file, representative
 
 from inert import InertError, InvalidValueError
-from inert._value_doc import RULES, pack_value, unpack_value
+from inert._rules import VALUE_RULES
+from inert._value_doc import pack_value, unpack_value
 
 MIB = 1 << 20
 
@@ -143,9 +144,11 @@ def test_writers_write_the_one_nan() -> None:
         assert pack_value("t", "v", complex(nan, nan), MIB, 64)[2:] == struct.pack("<dd", float("nan"), float("nan"))
 
 
-def test_every_rule_has_an_error_kind_and_one_sentence() -> None:
-    kinds = {"truncated", "trailing-bytes", "limit", "unknown-tag", "invalid-value"}
-    ids = [rule for rule, _, _ in RULES]
-    assert len(ids) == len(set(ids))
-    for rule, sentence, kind in RULES:
-        assert rule.startswith("value.") and kind in kinds and sentence.endswith(".")
+def test_every_canonical_form_rule_is_pinned_by_an_accepting_and_a_refusing_vector() -> None:
+    from inert.conformance._vectors_checkpoint_shard import CANONICAL_FORM
+
+    pinned = {(rule, outcome) for *_, outcome, _, rule in CANONICAL_FORM}
+    decisions = {"value.shortest-int", "value.shortest-length", "value.float64", "value.nan", "value.key-order"}
+    for rule in VALUE_RULES:
+        if rule.id in decisions:  # a decision has both sides: the shortest form accepted beside a longer one refused
+            assert {(rule.id, "accept"), (rule.id, "reject")} <= pinned, rule.id
