@@ -33,6 +33,7 @@ from __future__ import annotations
 import copy
 import functools
 import io
+import math
 import mmap
 import os
 import struct
@@ -55,12 +56,16 @@ from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, LoadPla
 from torch.distributed.checkpoint.storage import StorageReader
 from torch.futures import Future
 
+from inert._checks import MAX_INFLATED
+from inert._codec_runtime import read_file_header
 from inert._errors import ChecksumError, ForeignFormatError, InertError, InvalidValueError, LimitError, TruncatedError
+from inert._zstd import inflate
 from inert.codecs import checkpoint_metadata as metadata_codec
 from inert.codecs import checkpoint_shard as shard
 
 from ._compat import torch_dtype
 from ._metadata import InertStorageInfo, loads_metadata
+from ._options import checked_extension_registry
 from ._payload import BLOCK, byte_view, crc32, crc32_combine, read_into
 from ._threads import SharedTasks, Task
 
@@ -100,6 +105,10 @@ _TAIL_PART = 1 << 20
 _SPREAD = object()
 #: In place of a buffer: copy from this tensor, but its buffer comes back with a later read item of the record.
 _SHARED_BUFFER = object()
+#: Alignment of tensor payloads in a record body (``ALIGN`` in ``inert.spec.checkpoint_shard``).
+ALIGN = 64
+#: The longest a VALUE body may inflate to: its kind, its document's length and the document.
+_VALUE_INFLATED_MAX = 5 + (64 << 20)  # MAX_VALUE_LEN in inert.spec.checkpoint_shard
 #: Where a read item's tensor goes: ``LoadPlanner.resolve_tensor`` or ``load_tensors``' own lookup.
 Resolve = Callable[[ReadItem], torch.Tensor]
 #: What loading a record gives, per read item: the item, the value or tensor, and a buffer to give back (or None).
@@ -274,6 +283,8 @@ _SCRATCH = _HeaderBuffers(keep=1 << 30)
 class FileSystemReader(StorageReader):
     """Drop-in for ``torch.distributed.checkpoint.FileSystemReader`` reading Inert's formats.
 
+    The arguments are torch's (``_extension_registry`` is accepted and unused: compressed
+    records are part of the format, and no extension's code runs on load), then Inert's:
     ``verify_checksums`` (default on) checks every record's CRC-32; ``thread_count``
     records are read and checked in parallel; ``max_metadata_size`` lowers the
     64 MiB limit on the ``.metadata`` file.
@@ -282,6 +293,7 @@ class FileSystemReader(StorageReader):
     def __init__(
         self,
         path: str | os.PathLike[str],
+        _extension_registry: Any = None,
         *,
         verify_checksums: bool = True,
         thread_count: int = 2,
@@ -290,6 +302,9 @@ class FileSystemReader(StorageReader):
         super().__init__()
         self.fs = FileSystem()
         self.path = Path(path)
+        # Accepted as torch's reader accepts it; compression is declared by the format and no
+        # extension's code runs on load, so the registry is checked but never consulted.
+        self.extension_registry = checked_extension_registry(_extension_registry)
         self.verify_checksums = verify_checksums
         self.thread_count = max(1, thread_count)
         self.max_metadata_size = max_metadata_size
@@ -298,6 +313,8 @@ class FileSystemReader(StorageReader):
         self.load_id = str(uuid.uuid4())
         self.rank: int | None = None
         self.use_collectives = True
+        #: Each data file's format_version, read from its header when a read opens it.
+        self._file_versions: dict[str, int] = {}
 
     def reset(self, checkpoint_id: str | os.PathLike[str] | None = None) -> None:
         self.storage_data = {}
@@ -393,6 +410,16 @@ class FileSystemReader(StorageReader):
             raise ChecksumError("checkpoint-shard", info.offset + info.length - 4, first.storage_index.fqn,
                                 f"record CRC-32 {record['crc32']:#010x}, the metadata expects {info.crc32:#010x}")
         body = record["body"]
+        end = info.length - 4  # where the payload ends: the CRC-32 follows it
+        if body["kind"] == shard.RecordKindV2.ZSTD:  # checked against the stored bytes above; now inflated
+            raw = self._inflate(body, name, first, info)
+            del record, body
+            buffers.give(buffer)
+            buffer = buffers.take(len(raw))
+            view = memoryview(buffer.numpy())[: len(raw)]  # type: ignore[arg-type]
+            view[:] = raw
+            body = self._decode_inflated(view, name, first, info)
+            end = len(raw)
         if first.type == LoadItemType.BYTE_IO:
             self._check_kind(body, shard.RecordKind.VALUE, first, info)
             buffers.give(buffer)
@@ -401,7 +428,7 @@ class FileSystemReader(StorageReader):
         for item in items:
             dtype, shape = self._check_tensor(body, item, info)
         nbytes = len(body["data"])
-        start = info.length - 4 - nbytes  # the payload ends where the CRC-32 begins
+        start = end - nbytes
         tensor = buffer[start : start + nbytes].view(dtype).reshape(shape)
         if resolve is None:
             return [(item, tensor, buffer if n == len(items) - 1 else _SHARED_BUFFER) for n, item in enumerate(items)]
@@ -466,14 +493,33 @@ class FileSystemReader(StorageReader):
         return target
 
     def _decode(self, view: memoryview, name: str, item: ReadItem, info: InertStorageInfo, verify: bool) -> Any:
-        """The record decoded by the codec; with ``verify``, its CRC-32 checked first (damage is named as
-        such, not by the field it hit), by the fastest implementation at hand."""
+        """The record decoded by the codec of its file's version; with ``verify``, its CRC-32 checked first
+        (damage is named as such, not by the field it hit), by the fastest implementation at hand."""
         if verify and len(view) >= 4:
             _check_crc(crc32(view[:-4]), _CRC.unpack_from(view, len(view) - 4)[0], name, item, info)
         try:
-            return shard.decode_record(view, verify_checksums=False)
+            return shard.decode_record(view, version=self._file_versions[name], verify_checksums=False)
         except InertError as exc:
             raise exc._replace(offset=info.offset + exc.offset, field=f"{name}:{item.storage_index.fqn}.{exc.field}") from None
+
+    def _inflate(self, body: dict[str, Any], name: str, item: ReadItem, info: InertStorageInfo) -> bytes:
+        """A ZSTD body's bytes, once its declared length is what the read plan's record can hold."""
+        field = f"{name}:{item.storage_index.fqn}.body"
+        if item.type == LoadItemType.BYTE_IO:
+            return inflate(body, info.offset, field, limit=_VALUE_INFLATED_MAX)
+        dtype, shape = self._expected(item, info)
+        nbytes = math.prod(shape) * dtype.itemsize
+        header = 3 + 8 * len(shape) + 8
+        return inflate(body, info.offset, field, expected=header + -header % ALIGN + nbytes, limit=MAX_INFLATED)
+
+    def _decode_inflated(self, view: memoryview, name: str, item: ReadItem, info: InertStorageInfo) -> Any:
+        """What a ZSTD body inflated to, decoded as the version 1 body it must be (offsets: into those bytes)."""
+        try:
+            return shard.decode_inflated(view, verify_checksums=False)
+        except InertError as exc:
+            field = f"{name}:{item.storage_index.fqn}.inflated.{exc.field}"
+            reason = f"at {exc.offset} of the inflated bytes: {exc.reason}"
+            raise exc._replace(offset=info.offset, field=field, reason=reason) from None
 
     @staticmethod
     def _check_kind(body: dict[str, Any], kind: Any, item: ReadItem, info: InertStorageInfo) -> None:
@@ -537,6 +583,25 @@ class FileSystemReader(StorageReader):
         self._check_placement({name: [info for info, _ in placed] for name, placed in per_file.items()})
         return per_file
 
+    def file_version(self, name: str) -> int:
+        """The format_version of the data file ``name`` (read from its header once)."""
+        if name not in self._file_versions:
+            fd = os.open(self.path / name, os.O_RDONLY)
+            try:
+                self._file_versions[name] = self._file_version(fd, name)
+            finally:
+                os.close(fd)
+        return self._file_versions[name]
+
+    @staticmethod
+    def _file_version(fd: int, name: str) -> int:
+        """The data file's format_version, once its magic says it is a checkpoint-shard file."""
+        head = os.pread(fd, shard.HEADER_SIZE, 0)
+        try:
+            return read_file_header(shard.FORMAT, head, shard.MAGIC, shard.VERSIONS)
+        except InertError as exc:
+            raise exc.within(name) from None
+
     def _records(self, items: list[ReadItem], buffers: _Buffers, resolve: Resolve | None) -> Iterator[Loaded]:
         """Every record of ``items``, checked.
 
@@ -548,6 +613,8 @@ class FileSystemReader(StorageReader):
         per_file = self._placed(items)
         fds = {name: os.open(self.path / name, os.O_RDONLY) for name in per_file}
         try:
+            for name, fd in fds.items():
+                self._file_versions[name] = self._file_version(fd, name)
             work = [(name, placed) for name, records in per_file.items() for placed in records]
 
             def load(entry: tuple[str, Placed]) -> list[Loaded]:
