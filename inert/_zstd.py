@@ -32,12 +32,17 @@ def zstd_module() -> Any:
     return zstandard
 
 
-def deflate(raw: Any) -> bytes:
-    """One zstd frame of ``raw``, declaring its content size (readers require it)."""
+def deflate(parts: list[Any]) -> bytes:
+    """One zstd frame of the bytes of ``parts`` in order, declaring its content size (readers require it)."""
     compressor = getattr(_local, "compressor", None)
     if compressor is None:  # a compression context is not shared between threads
         compressor = _local.compressor = zstd_module().ZstdCompressor(level=LEVEL, write_content_size=True)
-    return compressor.compress(raw)  # type: ignore[no-any-return]
+    # Streamed in blocks rather than in one call: the one-call form allocates the whole bound of
+    # the output at once (a fresh mapping per large record), measured about 1.3x slower here.
+    stream = compressor.compressobj(size=sum(len(part) for part in parts))
+    out = [stream.compress(part) for part in parts]
+    out.append(stream.flush())
+    return b"".join(out)
 
 
 def inflate(body: dict[str, Any], offset: int, field: str, *, expected: int | None = None, limit: int) -> bytes:

@@ -29,7 +29,7 @@ from torch.distributed.checkpoint.filesystem import SerializationFormat
 from inert import ChecksumError, InertError, InvalidValueError, LimitError, UnknownTagError, VersionError
 from inert._checks import MAX_INFLATED
 from inert._codec_runtime import read_file_header
-from inert._zstd import inflate
+from inert._zstd import deflate, inflate
 from inert.torch import FileSystemReader, FileSystemWriter, load_tensors
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
@@ -253,6 +253,7 @@ def test_inflate_checks_the_frame_against_the_record() -> None:
 
     assert inflate(body(zstd_frame(content)), 0, "r", limit=100) == content
     assert inflate(body(zstd.ZstdCompressor().compress(content)), 0, "r", limit=100) == content
+    assert inflate(body(deflate([content[:3], memoryview(content)[3:]])), 0, "r", limit=100) == content
     cases = [
         (body(zstd_frame(content), length=200), {"limit": 100}, LimitError, "exceeds the limit of 100"),
         (body(zstd_frame(content)), {"expected": 10, "limit": 100}, InvalidValueError, "the metadata's dtype and shape give 10"),

@@ -38,16 +38,17 @@ _ZSTD_OVERHEAD = 64
 def stored_record(item: WriteItem, planner: SavePlanner, values: dict[Any, list[Any]]) -> bytes:
     """The record as stored: its body deflated (a ZSTD body) when that is shorter, with its CRC-32."""
     if item.type == WriteItemType.BYTE_IO:
-        body = b"".join(values[item.index])[:-4]  # the value's record without its CRC-32
+        parts: list[Any] = [b"".join(values[item.index])[:-4]]  # the value's record without its CRC-32
     else:
         tensor = resolve_tensor(item, planner)
-        shape = list(tensor.size())
         _flat, data = tensor_bytes(tensor)
-        body = tensor_header(dtype_name(tensor.dtype, item.index.fqn), shape, len(data)) + data.tobytes()
-    frame = deflate(body)
-    if len(frame) + _ZSTD_OVERHEAD < len(body):
-        zstd = {"kind": "ZSTD", "codec": "ZSTD", "inflated_length": len(body), "data": frame}
+        parts = [tensor_header(dtype_name(tensor.dtype, item.index.fqn), list(tensor.size()), len(data)), data]
+    length = sum(len(part) for part in parts)
+    frame = deflate(parts)
+    if len(frame) + _ZSTD_OVERHEAD < length:
+        zstd = {"kind": "ZSTD", "codec": "ZSTD", "inflated_length": length, "data": frame}
         return shard.encode_record({"body": zstd})
+    body = b"".join(parts)
     return body + _COUNT.pack(crc32(body))
 
 
