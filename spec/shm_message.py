@@ -13,8 +13,10 @@ Inert reads the same bytes more strictly than DALI's reader, and says so:
 invalid UTF-8 is refused, not replaced (two byte strings would decode to one
 value); a flag byte other than 0 or 1 is refused, not taken as true; a text
 is at most ``MAX_TEXT_LEN`` bytes, checked before anything is read; the batch
-meta's offset plus size must fit 64 bits.  Every message DALI's writer
-produces from a real task or result passes these checks.
+meta's offset plus size must fit 64 bits; a SampleRange follows DALI's own
+rules (which its reader checks too).  Every message DALI's writer produces
+from a real task or result, with texts of at most ``MAX_TEXT_LEN`` bytes,
+passes these checks.
 """
 
 import enum

@@ -17,8 +17,8 @@ refuses only object and unparsable dtypes) and is UTF-8, not replaced;
 multiple of the itemsize (DALI's writer places samples on 128-byte boundaries
 and only asserts it); with ``chunk_size``, each array lies inside the chunk;
 counts, ndim and the dtype length are checked against their limits before
-anything is read.  Every samples meta DALI's writer produces from numeric
-arrays passes these checks.
+anything is read.  Every samples meta DALI's writer produces from arrays of
+those dtypes passes these checks.
 """
 
 import enum
