@@ -230,11 +230,14 @@ def test_hostile_worker_gets_inert_error_in_the_parent(
     marker = tmp_path / "executed"
     hostile = cb.Hostile(mode, str(marker))
     with cb.running(cb.make_pipeline([{"source": hostile, "batch": False}])) as pipe:
+        cpu_before = time.process_time()
         with pytest.raises(error) as info:
             for _ in range(3):
                 pipe.run()
+        cpu = time.process_time() - cpu_before
     assert str(info.value).startswith(where)
     assert not marker.exists()
+    assert cpu < 0.5, f"the parent spent {cpu:.2f} s of CPU before refusing"
 
 
 @pytest.mark.parametrize(
