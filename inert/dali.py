@@ -227,6 +227,7 @@ def _patches(dali: SimpleNamespace) -> list[tuple[Any, str, Any]]:
         (sb.SharedBatchWriter, "_write_batch", _write_batch),
         (wk.SharedBatchDispatcher, "_serialize_done_task", _serialize_done_task),
         (pl.WorkerPool, "_receive_chunk", _receive_chunk),
+        (pl.ProcPool, "_sync_initialized_workers", _sync_initialized_workers),
         (dali.shared_queue.ShmQueue, "_read_meta", _read_queue_meta),
         (dali.shared_queue.ShmQueue, "close", _close_queue),
         (pl.ShmChunkManager, "close_handles", _close_handles),
@@ -686,6 +687,24 @@ def _receive_chunk(self: Any) -> None:
         completed = _read_result(shm_chunk, desc)
         _check_belongs(self, context, completed, desc)
         context.process_task(shm_chunk, completed)
+
+
+def _sync_initialized_workers(self: Any) -> None:
+    """``ProcPool._sync_initialized_workers``: each worker reports its start once, under its own id.
+
+    DALI only ``assert``s this (an ``AssertionError``, or nothing under ``-O``).
+    """
+    started: set[int] = set()
+    while len(started) < self.num_workers:
+        descs = self.wait_for_res()
+        if descs is None:
+            raise RuntimeError("Workers initialization failed")
+        for desc in descs:
+            worker_id = desc.worker_id
+            if not 0 <= worker_id < self.num_workers or worker_id in started:
+                reason = f"{worker_id} is not a worker yet to start (0..{self.num_workers - 1}, started: {sorted(started)})"
+                raise InvalidValueError(shm_descriptor.FORMAT, 0, "worker_id", reason)
+            started.add(worker_id)
 
 
 # --- the queues' shared header ---------------------------------------------------------------------------

@@ -7,6 +7,7 @@ corrupt what the worker sends, the way a compromised worker would.
 
 from __future__ import annotations
 
+import functools
 import os
 import pickle
 import sys
@@ -206,6 +207,18 @@ def _write_queue_header(field: str, value: int) -> None:
         return put(self, msgs)
 
     shared_queue.ShmQueue.put = put_hostile  # type: ignore[method-assign]
+
+
+def start_as(worker_id: int) -> Callable[[Any], None]:
+    """A worker entry point that starts the worker under ``worker_id``, as a compromised worker could."""
+    return functools.partial(_start_as, worker_id)
+
+
+def _start_as(worker_id: int, worker_args: Any) -> None:
+    import inert.dali
+
+    worker_args.worker_id = worker_id
+    inert.dali._worker_entry(worker_args)
 
 
 # --- pipelines ---------------------------------------------------------------------------------------

@@ -271,6 +271,16 @@ def test_hostile_queue_header_costs_the_parent_milliseconds(adapter: None, mode:
     assert grown_kib < 50 * 1024, f"the parent grew by {grown_kib} KiB on a hostile queue header"
 
 
+@pytest.mark.parametrize("worker_id", [7, -1, 0])
+def test_worker_starting_under_another_id_is_refused(adapter: None, monkeypatch: pytest.MonkeyPatch, worker_id: int) -> None:
+    """Both workers report their start as ``worker_id`` (0 twice, or ids the pool does not have)."""
+    monkeypatch.setattr(pool, "worker", cb.start_as(worker_id))  # ProcPool looks the entry point up here
+    where = rf"shm-descriptor: offset 0: worker_id: {worker_id} is not a worker yet to start"
+    with pytest.raises(InvalidValueError, match=where):
+        with cb.running(cb.make_pipeline([{"source": cb.sample, "batch": False}])):
+            pass
+
+
 def test_hostile_spawn_worker_gets_inert_error_in_the_parent(adapter: None, tmp_path: Path) -> None:
     marker = tmp_path / "executed"
     with cb.running(cb.make_pipeline([{"source": cb.Hostile("pickle", str(marker)), "batch": False}], "spawn")) as pipe:
