@@ -19,8 +19,7 @@ fields is a record with no fields.
 """
 
 from ._grammar import Array, Crc32, Format, Int32ul, Int64ul, Padding, Record, Utf8
-from .checkpoint_shard import ALIGN, RecordBody
-from .checkpoint_shard import RULES as TENSOR_RULES
+from .checkpoint_shard import ALIGN, TENSOR_RULES, RecordBody
 
 MAGIC = b"\x89INRTDS\n"
 #: Most fields one row holds.
