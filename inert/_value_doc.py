@@ -171,10 +171,12 @@ def _scan(data: bytes, max_depth: int) -> None:
                 if length > end - pos:
                     raise _Fault(TruncatedError, pos, f"a str of {length} bytes, {end - pos} present")
                 if length:
-                    try:
-                        data[pos : pos + length].decode("utf-8")
-                    except UnicodeDecodeError as exc:
-                        raise _Fault(InvalidValueError, pos + exc.start, "invalid UTF-8 in a str") from None
+                    chunk = data[pos : pos + length]
+                    if not chunk.isascii():  # ASCII is valid UTF-8; checking it allocates nothing
+                        try:
+                            chunk.decode("utf-8")
+                        except UnicodeDecodeError as exc:
+                            raise _Fault(InvalidValueError, pos + exc.start, "invalid UTF-8 in a str") from None
                 pos += length
                 continue
             if c == 4:  # a float64, inline (arrays of floats are common)
