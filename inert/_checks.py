@@ -291,7 +291,7 @@ def check_tensor_entry(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str,
 
 
 def check_metadata(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str] | None:
-    """File names are plain names inside the checkpoint; file indices and fqns are valid."""
+    """File names are plain and listed once; fqns are unique; file indexes are in range."""
     files = value["files"]
     for index, name in enumerate(files):
         if not _FILE_NAME_RE.match(name) or name in (".", ".."):
