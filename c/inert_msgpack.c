@@ -137,6 +137,7 @@ static int finish(mp *m, node done) {
             f->key_bad = done.unhashable;
             if (done.problem) f->key_problem = done.problem;
             f->in_value = 1;
+            f->left--; /* never the last: a value follows */
             return 0;
         }
         if (f->key_bad) return fail(m, INERT_INVALID_VALUE, "malformed value document: unhashable map key");
