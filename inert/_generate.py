@@ -1039,10 +1039,6 @@ def outputs() -> dict[Path, str]:
         from inert import _docgen
 
         files.update(_docgen.outputs(FORMATS, docs_dir))
-    if (CODECS_DIR.parent / "c").is_dir():  # a source checkout: the C readers are generated too
-        from inert import _generate_c
-
-        files.update(_generate_c.outputs())
     return files
 
 

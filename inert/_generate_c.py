@@ -25,7 +25,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from construct.expr import BinExpr, Path as ExprPath, UniExpr
+from construct.expr import BinExpr, UniExpr
+from construct.expr import Path as ExprPath
 
 from inert.spec import FORMATS
 from inert.spec._grammar import (
@@ -40,7 +41,6 @@ from inert.spec._grammar import (
     Padding,
     Record,
     Recursive,
-    Rule,
     Scalar,
     Tag,
     Union,
@@ -49,7 +49,7 @@ from inert.spec._grammar import (
     min_size,
 )
 
-__all__ = ["C_DIR", "outputs", "generate", "missing_rules"]
+__all__ = ["C_DIR", "outputs", "generate", "missing_rules", "run"]
 
 C_DIR = Path(__file__).resolve().parent.parent / "c"
 
@@ -207,7 +207,8 @@ class _Emitter:
         self.emit(ind, "default:")
         self.emit(
             ind + 1,
-            f"return inert_fail(r, INERT_UNKNOWN_TAG, {start}, {field}, \"unknown {enum_name} %llu\", (unsigned long long){tag});",
+            f"return inert_fail(r, INERT_UNKNOWN_TAG, {start}, {field}, \"unknown {enum_name} %llu\", "
+            f"(unsigned long long){tag});",
         )
         self.emit(ind, "}")
         self.visit(ind, "end_object(r->user)")
@@ -225,15 +226,15 @@ class _Emitter:
                 continue
             self.visit(ind, f"field(r->user, {_c_string(name)})")
             if isinstance(sub, Crc32):
-                local = self.fresh("crc")
-                self.emit(ind, f"uint32_t {local};")
-                self.emit(ind, f"if (inert_read_crc32(r, off, {start}, &{local})) return {wrap};")
-                self.visit(ind, f"uint64(r->user, {local})")
-                fields[name] = (local, False)
+                crc = self.fresh("crc")
+                self.emit(ind, f"uint32_t {crc};")
+                self.emit(ind, f"if (inert_read_crc32(r, off, {start}, &{crc})) return {wrap};")
+                self.visit(ind, f"uint64(r->user, {crc})")
+                fields[name] = (crc, False)
                 continue
-            local = self.value(sub, wrap, ind)
-            if local is not None:
-                fields[name] = local
+            held = self.value(sub, wrap, ind)
+            if held is not None:
+                fields[name] = held
         for check in con.checks:
             if isinstance(check, Validate):
                 self.mod.unchecked.append(f"{con.typename}: {check.check.__name__}")
@@ -248,7 +249,8 @@ class _Emitter:
             self.emit(ind, f"if (!({test}))")
             self.emit(
                 ind + 1,
-                f"return inert_fail(r, INERT_INVALID_VALUE, {start}, {_c_string(check.field)}, \"%s\", {_c_string(check.reason)});",
+                f"return inert_fail(r, INERT_INVALID_VALUE, {start}, {_c_string(check.field)}, \"%s\", "
+                f"{_c_string(check.reason)});",
             )
 
     def value(self, sub: Any, wrap: str, ind: int) -> tuple[str, bool] | None:
@@ -312,12 +314,14 @@ class _Emitter:
             self.emit(ind, f"size_t {size};")
             self.emit(
                 ind,
-                f"if (inert_read_bytes(r, off, {sub.prefix.size}, {sub.max_len}ull, {sub.align}, &{data}, &{size})) return {wrap};",
+                f"if (inert_read_bytes(r, off, {sub.prefix.size}, {sub.max_len}ull, {sub.align}, &{data}, &{size})) "
+                f"return {wrap};",
             )
             self.visit(ind, f"bytes(r->user, {data}, {size})")
             return None
         if isinstance(sub, MsgPack):
-            self.emit(ind, f"if (inert_read_msgpack(r, off, {sub.prefix.size}, {sub.max_len}ull, {sub.max_depth})) return {wrap};")
+            call = f"inert_read_msgpack(r, off, {sub.prefix.size}, {sub.max_len}ull, {sub.max_depth})"
+            self.emit(ind, f"if ({call}) return {wrap};")
             return None
         if isinstance(sub, Magic):
             self.emit(ind, f"if (r->n - *off < {sub.size} || memcmp(r->buf + *off, {_c_string(sub.value)}, {sub.size})) {{")
@@ -342,7 +346,8 @@ class _Emitter:
             self.emit(ind, f"uint64_t {count};")
             self.emit(
                 ind,
-                f"if (inert_read_count(r, off, {sub.prefix.size}, {sub.max_count}u, {min_size(sub.element)}, &{count})) return {wrap};",
+                f"if (inert_read_count(r, off, {sub.prefix.size}, {sub.max_count}u, {min_size(sub.element)}, &{count})) "
+                f"return {wrap};",
             )
             self.visit(ind, f"begin_array(r->user, {count})")
             self.emit(ind, f"for (uint64_t {index} = 0; {index} < {count}; {index}++) {{")
@@ -423,7 +428,8 @@ def generate(fmt: Format) -> tuple[str, str]:
     versions = ", ".join(str(v) for v in sorted(fmt.versions))
     header = [
         _generated_banner(f"spec/{fmt.module_name}.py", digest),
-        f"/* The C reader of the `{fmt.name}` format, versions {versions}: see c/inert_runtime.h for the visitor and errors. */\n",
+        f"/* The C reader of the `{fmt.name}` format, versions {versions}: "
+        "see c/inert_runtime.h for the visitor and errors. */\n",
         f"#ifndef {guard}\n#define {guard}\n\n#include \"inert_runtime.h\"\n\n",
         f"#define INERT_{upper}_FORMAT {_c_string(fmt.name)}\n#define INERT_{upper}_SPEC_HASH \"{digest}\"\n\n",
     ]
@@ -440,7 +446,8 @@ def generate(fmt: Format) -> tuple[str, str]:
     banner = _generated_banner(f"spec/{fmt.module_name}.py", digest)
     if mod.unchecked:  # the banner's comment goes on with the list
         listed = "".join(f" *   {item}\n" for item in sorted(set(mod.unchecked)))
-        banner = banner[: -len(" */\n")] + "\n *\n * Not checked (rules the grammar holds only as Python functions):\n" + listed + " */\n"
+        title = "\n *\n * Not checked (rules the grammar holds only as Python functions):\n"
+        banner = banner[: -len(" */\n")] + title + listed + " */\n"
     source = [banner]
     source.append(f"#include \"inert_{fmt.module_name}.h\"\n\n#include <string.h>\n\n")
     for enum_name in sorted(mod.enums):
@@ -551,3 +558,23 @@ def outputs() -> dict[Path, str]:
         files[C_DIR / f"inert_{fmt.module_name}.c"] = source
     files[C_DIR / "inert_formats.h"], files[C_DIR / "inert_formats.c"] = _registry()
     return files
+
+
+def run(check: bool) -> int:
+    """Write (or with ``check``, compare) the generated C files; nothing outside a source checkout."""
+    if not C_DIR.is_dir():  # an installed package: the C readers live in the source tree only
+        return 0
+    stale = []
+    for path, text in outputs().items():
+        if path.exists() and path.read_text() == text:
+            continue
+        stale.append(path)
+        if not check:
+            path.write_text(text)
+    if check and stale:
+        for path in stale:
+            print(f"inert: gen --check: c/{path.name} is stale; run `inert gen`", file=sys.stderr)
+        return 1
+    if not check:
+        print(f"inert gen: {len(stale)} C file(s) written", file=sys.stderr)
+    return 0
