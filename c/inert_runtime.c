@@ -87,16 +87,22 @@ uint64_t inert_le(const uint8_t *p, unsigned width) {
 
 uint32_t inert_crc32(uint32_t crc, const uint8_t *p, size_t len) {
     crc = ~crc;
-    /* Slicing by eight: one table lookup per byte, eight bytes per step. */
-    while (len >= 8) {
-        uint32_t a = crc ^ (uint32_t)inert_le(p, 4);
-        uint32_t b = (uint32_t)inert_le(p + 4, 4);
-        crc = inert_crc32_table[7][a & 0xff] ^ inert_crc32_table[6][(a >> 8) & 0xff] ^
-              inert_crc32_table[5][(a >> 16) & 0xff] ^ inert_crc32_table[4][a >> 24] ^
-              inert_crc32_table[3][b & 0xff] ^ inert_crc32_table[2][(b >> 8) & 0xff] ^
-              inert_crc32_table[1][(b >> 16) & 0xff] ^ inert_crc32_table[0][b >> 24];
-        p += 8;
-        len -= 8;
+    /* Slicing by sixteen: one table lookup per byte, sixteen bytes per step. */
+    while (len >= 16) {
+        uint32_t a = crc ^ (uint32_t)inert_load_le(p, 4);
+        uint32_t b = (uint32_t)inert_load_le(p + 4, 4);
+        uint32_t c = (uint32_t)inert_load_le(p + 8, 4);
+        uint32_t d = (uint32_t)inert_load_le(p + 12, 4);
+        crc = inert_crc32_table[15][a & 0xff] ^ inert_crc32_table[14][(a >> 8) & 0xff] ^
+              inert_crc32_table[13][(a >> 16) & 0xff] ^ inert_crc32_table[12][a >> 24] ^
+              inert_crc32_table[11][b & 0xff] ^ inert_crc32_table[10][(b >> 8) & 0xff] ^
+              inert_crc32_table[9][(b >> 16) & 0xff] ^ inert_crc32_table[8][b >> 24] ^
+              inert_crc32_table[7][c & 0xff] ^ inert_crc32_table[6][(c >> 8) & 0xff] ^
+              inert_crc32_table[5][(c >> 16) & 0xff] ^ inert_crc32_table[4][c >> 24] ^
+              inert_crc32_table[3][d & 0xff] ^ inert_crc32_table[2][(d >> 8) & 0xff] ^
+              inert_crc32_table[1][(d >> 16) & 0xff] ^ inert_crc32_table[0][d >> 24];
+        p += 16;
+        len -= 16;
     }
     while (len--) crc = inert_crc32_table[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
     return ~crc;

@@ -122,6 +122,20 @@ int inert_within(inert_reader *r, const char *prefix);
 int inert_within_index(inert_reader *r, uint64_t index);
 
 uint64_t inert_le(const uint8_t *p, unsigned width);
+
+/* inert_le for the generated code's loops: inlined, so a constant width compiles to one load. */
+static inline uint64_t inert_load_le(const uint8_t *p, unsigned width) {
+    uint64_t v = 0;
+    for (unsigned k = width; k-- > 0;) v = (v << 8) | p[k];
+    return v;
+}
+
+/* The same bytes as a signed integer of `width` bytes (two's complement), sign-extended. */
+static inline int64_t inert_load_le_signed(const uint8_t *p, unsigned width) {
+    uint64_t u = inert_load_le(p, width);
+    if (width < 8 && (u >> (8 * width - 1))) u |= ~(uint64_t)0 << (8 * width);
+    return u > (uint64_t)INT64_MAX ? -(int64_t)(~u) - 1 : (int64_t)u;
+}
 uint32_t inert_crc32(uint32_t crc, const uint8_t *data, size_t len);
 /* Index of the first byte of the first invalid UTF-8 sequence (as Python's strict decoder finds it), or len. */
 size_t inert_utf8_error(const uint8_t *s, size_t len);
