@@ -12,8 +12,10 @@ import os
 import random
 import re
 import shutil
+import struct
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
@@ -192,3 +194,90 @@ def test_c_reader_agrees_with_the_grammar_on_damaged_inputs(testee: str, monkeyp
                 assert response.payload.decode() == to_json(value), (vector.test_name, data.hex())
                 accepted += 1
     assert rejected > 1000 and accepted > 100, (rejected, accepted)
+
+
+def _document(rng: random.Random, depth: int = 0) -> bytes:
+    """A random MessagePack document leaning on the subset's edges: nesting, extension codes, timestamps,
+    unhashable keys and set members, float32, counts beyond the bytes, 0xc1."""
+    pick = rng.randrange(24 if depth < 70 else 8)
+    if pick == 0:
+        return bytes([rng.randrange(0x80)])
+    if pick == 1:
+        return bytes([rng.choice((0xC0, 0xC2, 0xC3, 0xC1))])
+    if pick == 2:
+        return b"\xcb" + struct.pack(">d", rng.choice((0.5, -0.0, 1e16, 1e-5, 123.456, float("nan"), float("inf"))))
+    if pick == 3:
+        return b"\xca" + struct.pack(">f", rng.choice((0.1, 3.5, -2.0)))
+    if pick == 4:
+        return rng.choice((b"\xcf" + b"\xff" * 8, b"\xd3\x80" + bytes(7), b"\xe0", b"\xd0\x80"))
+    if pick == 5:
+        text = rng.choice((b"a", b"$k", b"\xc3\xa9", b"\xed\xa0\x80", b"", b"zz"))
+        return bytes([0xA0 | len(text)]) + text
+    if pick == 6:
+        return b"\xc4\x02ab"
+    if pick == 7:
+        return rng.choice((b"\xd6\xff\x00\x00\x00\x01", b"\xd5\xff\x00\x00", b"\xd4\x07\x00", b"\xd4\x03\x01",
+                           b"\xd8\x02" + bytes(16), b"\xd4\x02\x00", b"\x91"))
+    if pick < 14:
+        items = [_document(rng, depth + 1) for _ in range(rng.randrange(4))]
+        count = len(items) + (1 if rng.random() < 0.05 else 0)
+        return bytes([0x90 | count]) + b"".join(items)
+    if pick < 19:
+        pairs = [(_document(rng, depth + 1), _document(rng, depth + 1)) for _ in range(rng.randrange(3))]
+        return bytes([0x80 | len(pairs)]) + b"".join(k + v for k, v in pairs)
+    # a tuple, set or frozenset: a payload of one array (usually)
+    payload = _document(rng, depth + 1) if rng.random() < 0.1 else bytes([0x90 | 2]) + _document(rng, depth + 1) * 2
+    if rng.random() < 0.05:
+        payload += b"\xc0"
+    return b"\xc7" + bytes([len(payload) & 0xFF, rng.choice((1, 4, 5))]) + payload if len(payload) < 256 else b"\xc0"
+
+
+def _tuples(levels: int) -> bytes:
+    doc = b"\xc0"
+    for _ in range(levels):
+        payload = b"\x91" + doc
+        head = b"\xc7" + bytes([len(payload)]) if len(payload) < 256 else b"\xc8" + struct.pack(">H", len(payload))
+        doc = head + b"\x01" + payload
+    return doc
+
+
+_TS, _DEEP = b"\xd6\xff\x00\x00\x00\x00", b"\x91" * 70 + b"\xc0"
+#: Documents at the edges of the nesting rules and of the order in which the Python reader checks.
+EDGE_DOCUMENTS = [
+    b"\x91" * 64 + b"\xc0", b"\x91" * 65 + b"\xc0", b"\x91" * 65, b"\x91" * 1024, b"\x91" * 1025, b"\x81" * 1025,
+    b"\x92" + _TS + _DEEP, b"\x92" + _DEEP + _TS, b"\x82\x01" + _DEEP + _TS + b"\x02",
+    b"\x82" + _TS + b"\x01\x02" + _DEEP, b"\x81" + _DEEP + b"\x01", _tuples(64), _tuples(65),
+    b"\xc7\x03\x04\x92\x01\x01", b"\xd7\xff" + b"\xff" * 4 + bytes(4), b"\xc7\x0c\xff" + b"\xff" * 4 + bytes(8),
+    b"\x92" + _DEEP + b"\xc1", b"\x82\x91\xc0" + _TS + b"\x01\x02", b"\xdd\xff\xff\xff\xff", b"\x95\x01",
+]
+
+
+def _agree(c_reader: CTestee, doc: bytes) -> None:
+    from inert.codecs import checkpoint_shard
+
+    from inert._canonical import to_json
+
+    body = b"\x02" + struct.pack("<I", len(doc)) + doc
+    data = body + struct.pack("<I", zlib.crc32(body))
+    response = c_reader.ask(Request("decode", "checkpoint-shard.record", 1, data, {}))
+    try:
+        value = checkpoint_shard.decode_record(data)
+    except InertError as exc:
+        match = _MESSAGE.match(response.message)
+        got = (response.kind, int(match["offset"]), match["field"]) if match else response.describe()
+        assert got == (exc.kind, exc.offset, exc.field), f"{doc.hex()}: C {response.describe()}, Python {exc}"
+        return
+    assert response.result == "accept", (doc.hex(), response.message)
+    assert response.payload.decode() == to_json(value), doc.hex()
+
+
+def test_c_value_documents_agree_with_python(testee: str) -> None:
+    """The edge documents and 20,000 random value documents in checkpoint-shard records: the C subset
+    reader against inert._codec_runtime.unpack_value (kind, offset and field path, or the value)."""
+    rng = random.Random(int(os.environ.get("INERT_C_DIFF_SEED", "20")))
+    with CTestee([testee], timeout=30) as c_reader:
+        for doc in EDGE_DOCUMENTS:
+            _agree(c_reader, doc)
+        for _ in range(int(os.environ.get("INERT_C_DIFF_DOCUMENTS", "20000"))):
+            doc = _document(rng)
+            _agree(c_reader, doc[: rng.randrange(len(doc) + 1)] if rng.random() < 0.1 else doc)
