@@ -45,7 +45,6 @@ from inert.spec._grammar import (
     Tag,
     Union,
     Utf8,
-    Validate,
     min_size,
 )
 
@@ -59,6 +58,9 @@ _KNOWN_PARAMS = {"chunk_size", "verify_checksums", "max_size"}
 _COMPARE = {operator.lt: "<", operator.le: "<=", operator.gt: ">", operator.ge: ">=", operator.eq: "==", operator.ne: "!="}
 _ARITH = {operator.add: "inert_i128_add", operator.sub: "inert_i128_sub"}
 _LOGIC = {operator.and_: "&&", operator.or_: "||"}
+#: The run-time's constant of each error kind a rule may declare.
+_KINDS = {"invalid-value": "INERT_INVALID_VALUE", "limit": "INERT_LIMIT", "unknown-tag": "INERT_UNKNOWN_TAG",
+          "truncated": "INERT_TRUNCATED", "checksum": "INERT_CHECKSUM"}
 
 
 class Untranslatable(Exception):
@@ -93,31 +95,27 @@ def _target(con: Recursive) -> Record | Union:
     return target
 
 
-def _rule_names(fmt: Format) -> list[tuple[str, str]]:
-    """(declaration, check name) of every Validate reachable in ``fmt``."""
-    found: list[tuple[str, str]] = []
-    seen: set[int] = set()
-    stack: list[Any] = [*fmt.versions.values(), *(c for v in fmt.parts.values() for c in v.values())]
-    while stack:
-        con = stack.pop()
-        if id(con) in seen:
-            continue
-        seen.add(id(con))
-        if isinstance(con, Record):
-            found += [(con.typename, c.check.__name__) for c in con.checks if isinstance(c, Validate)]
-            stack += [sub for _, sub in con.fields]
-        elif isinstance(con, Union):
-            stack += [case for case in con.cases.values() if case is not None]
-        elif isinstance(con, (Array, Optional)):
-            stack.append(con.element)
-        elif isinstance(con, Recursive):
-            stack.append(_target(con))
-    return sorted(set(found))
+def _check_name(check: Any) -> str:
+    """How a check is named in the list of those not emitted: its declared id, its function, or its rule's field."""
+    for name in (getattr(check, "id", None), getattr(getattr(check, "check", None), "__name__", None)):
+        if isinstance(name, str) and name:
+            return name
+    return f"the rule on {getattr(check, 'field', '?')}"
 
 
-def missing_rules() -> dict[str, list[tuple[str, str]]]:
-    """Per format, the rules its C reader does not check: those the grammar holds only as Python functions."""
-    return {name: rules for name, fmt in FORMATS.items() if (rules := _rule_names(fmt))}
+def missing_rules() -> dict[str, list[str]]:
+    """Per format, the checks its C reader does not make (``<declaration>: <check> (why)``): rules the
+    grammar holds only as Python functions, or as expressions the C emitter cannot translate."""
+    missing = {}
+    for name, fmt in FORMATS.items():
+        mod = _Module(fmt)
+        for versions in (fmt.versions, *fmt.parts.values()):
+            for con in versions.values():
+                mod.reader(con)
+        mod.drain()
+        if mod.unchecked:
+            missing[name] = sorted(set(mod.unchecked))
+    return missing
 
 
 class _Module:
@@ -236,21 +234,24 @@ class _Emitter:
             if held is not None:
                 fields[name] = held
         for check in con.checks:
-            if isinstance(check, Validate):
-                self.mod.unchecked.append(f"{con.typename}: {check.check.__name__}")
-                self.emit(ind, f"/* not checked: {check.check.__name__} (a rule the grammar holds only in Python) */")
-                continue
+            name = _check_name(check)
+            expr = getattr(check, "expr", None)
             try:
-                test = _expr(check.expr, fields)
+                if expr is None:
+                    raise Untranslatable("held only as a Python function")
+                test = _expr(expr, fields)
+                kind = _KINDS.get(getattr(check, "kind", "invalid-value"))
+                if kind is None:
+                    raise Untranslatable(f"no C error kind {check.kind!r}")
             except Untranslatable as exc:
-                self.mod.unchecked.append(f"{con.typename}: rule on {check.field} ({exc})")
-                self.emit(ind, f"/* not checked: the rule on {check.field} ({exc}) */")
+                self.mod.unchecked.append(f"{con.typename}: {name} ({exc})")
+                self.emit(ind, f"/* not checked: {name} ({exc}) */")
                 continue
+            reason = getattr(check, "reason", None) or getattr(check, "sentence", None) or name
             self.emit(ind, f"if (!({test}))")
             self.emit(
                 ind + 1,
-                f"return inert_fail(r, INERT_INVALID_VALUE, {start}, {_c_string(check.field)}, \"%s\", "
-                f"{_c_string(check.reason)});",
+                f"return inert_fail(r, {kind}, {start}, {_c_string(check.field)}, \"%s\", {_c_string(reason)});",
             )
 
     def value(self, sub: Any, wrap: str, ind: int) -> tuple[str, bool] | None:
@@ -468,7 +469,7 @@ def generate(fmt: Format) -> tuple[str, str]:
     banner = _generated_banner(f"spec/{fmt.module_name}.py", digest)
     if mod.unchecked:  # the banner's comment goes on with the list
         listed = "".join(f" *   {item}\n" for item in sorted(set(mod.unchecked)))
-        title = "\n *\n * Not checked (rules the grammar holds only as Python functions):\n"
+        title = "\n *\n * Not checked (rules held only as Python functions, or expressions the C emitter cannot translate):\n"
         banner = banner[: -len(" */\n")] + title + listed + " */\n"
     source = [banner]
     source.append(f"#include \"inert_{fmt.module_name}.h\"\n\n#include <string.h>\n\n")

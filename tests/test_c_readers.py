@@ -121,12 +121,11 @@ def test_generated_c_sources_name_their_spec_and_hash() -> None:
 
 def test_rules_held_only_in_python_are_listed_in_the_generated_source() -> None:
     missing = _generate_c.missing_rules()
-    assert missing, "every rule is declared: remove the failure list and this test"
+    assert missing, "every rule is emitted: remove the failure list and this test"
     for fmt_name, rules in missing.items():
-        module = fmt_name.replace("-", "_")
-        source = (C_DIR / f"inert_{module}.c").read_text()
-        for typename, check in rules:
-            assert f"{typename}: {check}" in source
+        source = (C_DIR / f"inert_{fmt_name.replace('-', '_')}.c").read_text()
+        for rule in rules:
+            assert f" *   {rule}\n" in source, rule
 
 
 # -- differential: damaged corpus inputs, the C reader against the grammar without its Python-only rules --
