@@ -22,6 +22,7 @@ const char *inert_kind_name(inert_kind kind) {
         case INERT_VERSION: return "version";
         case INERT_FOREIGN_FORMAT: return "foreign-format";
         case INERT_NO_MEMORY: return "no-memory";
+        case INERT_UNSUPPORTED: return "unsupported";
     }
     return "?";
 }

@@ -34,7 +34,8 @@ typedef enum {
     INERT_CHECKSUM,
     INERT_VERSION,
     INERT_FOREIGN_FORMAT,
-    INERT_NO_MEMORY /* the frame stack of a value document could not be allocated */
+    INERT_NO_MEMORY, /* the frame stack of a value document could not be allocated */
+    INERT_UNSUPPORTED /* an element of the grammar the C generator does not read yet */
 } inert_kind;
 
 /* The protocol's name of a kind ("truncated", ...). */

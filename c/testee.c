@@ -635,7 +635,8 @@ static void answer(const Header *h, const uint8_t *payload, size_t n) {
     } else {
         char message[INERT_FIELD_MAX + INERT_REASON_MAX + 128];
         inert_error_message(err, message, sizeof message);
-        respond("reject", inert_kind_name(err->kind), message, NULL);
+        if (err->kind == INERT_UNSUPPORTED) respond("unsupported", NULL, message, NULL);
+        else respond("reject", inert_kind_name(err->kind), message, NULL);
     }
     free_tree(tree);
     free(tree->stack);
