@@ -73,7 +73,8 @@ typedef enum { INERT_EXT_TUPLE = 1, INERT_EXT_SET = 4, INERT_EXT_FROZENSET = 5 }
  * documents add maps (begin_map(count), then key, value, key, value, ...), the
  * extension containers (begin_ext(kind, count), the members, end_ext), complex
  * numbers and bytearrays.  Pointers point into the caller's buffer.
- * Every member must be set.
+ * A reader calls only the members its format's grammar can report (shm-samples-meta, say, reports
+ * no booleans, floats, bytes or value documents); those may be NULL, every other member must be set.
  */
 typedef struct {
     void (*begin_object)(void *user);

@@ -285,3 +285,27 @@ def test_c_value_documents_agree_with_python(testee: str) -> None:
         for _ in range(int(os.environ.get("INERT_C_DIFF_DOCUMENTS", "20000"))):
             doc = _document(rng)
             _agree(c_reader, doc[: rng.randrange(len(doc) + 1)] if rng.random() < 0.1 else doc)
+
+
+def test_the_c_example_reads_a_samples_meta_and_refuses_a_cut_one(tmp_path: Path) -> None:
+    from inert.codecs import shm_samples_meta
+
+    compiler = shutil.which("gcc") or shutil.which("cc")
+    assert compiler
+    binary = tmp_path / "samples_meta"
+    readers = [C_DIR / name for name in ("inert_runtime.c", "inert_msgpack.c", "inert_shm_samples_meta.c")]
+    flags = ["-std=c99", "-Wall", "-Wextra", "-Werror", *SANITIZE.split(), f"-I{C_DIR}"]
+    source = ROOT / "examples" / "c_samples_meta.c"
+    subprocess.run([compiler, *flags, "-o", str(binary), str(source), *map(str, readers)], check=True, timeout=120)
+    arrays = [{"kind": "ARRAY", "offset": 0, "nbytes": 24, "dtype": "<f4", "shape": [2, 3]},
+              {"kind": "TUPLE", "items": [{"kind": "ARRAY", "offset": 64, "nbytes": 8, "dtype": "|u1", "shape": [8]}]}]
+    data = shm_samples_meta.encode({"samples": arrays})
+    meta = tmp_path / "meta.bin"
+    meta.write_bytes(data)
+    run = subprocess.run([str(binary), str(meta), "72"], capture_output=True, text=True, timeout=60)
+    assert (run.returncode, run.stdout) == (0, "0 24 <f4 (2, 3)\n64 8 |u1 (8,)\n"), run.stderr
+    meta.write_bytes(data[:-1])
+    run = subprocess.run([str(binary), str(meta), "72"], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1 and run.stdout == ""
+    # the shape's count, 4 bytes before its one dim, promises more than the bytes left
+    assert run.stderr.startswith(f"shm-samples-meta: offset {len(data) - 12}: samples[1].items[0].shape: "), run.stderr
