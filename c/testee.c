@@ -82,21 +82,40 @@ static void base64(Buf *b, const uint8_t *s, size_t n) {
     }
 }
 
-/* A finite float as Python's repr() writes it: the shortest digits that read back the same. */
-static void py_float(Buf *b, double d) {
-    char text[40], digits[24];
-    int prec;
-    for (prec = 1; prec <= 17; prec++) {
+/* The shortest decimal digits that read back as `d` (> 0), and the exponent of the first digit, as
+ * Python's repr() finds them: among the strings of the fewest digits that round-trip, the nearest.  The
+ * correctly rounded one usually is; at a power of two its neighbour may be the only one that is. */
+static size_t shortest_digits(double d, char *digits, int *exp) {
+    char text[48];
+    for (int prec = 1; prec <= 17; prec++) {
         snprintf(text, sizeof text, "%.*e", prec - 1, d);
-        if (strtod(text, NULL) == d) break;
+        unsigned long long mantissa = 0;
+        const char *p = text;
+        for (; *p && *p != 'e'; p++)
+            if (*p != '.') mantissa = mantissa * 10 + (unsigned long long)(*p - '0');
+        int scale = atoi(p + 1) - (prec - 1); /* d ~ mantissa * 10**scale */
+        unsigned long long tries[3] = {mantissa, mantissa - 1, mantissa + 1};
+        for (int k = 0; k < 3; k++) {
+            if (!tries[k]) continue;
+            snprintf(text, sizeof text, "%llue%d", tries[k], scale);
+            if (strtod(text, NULL) != d) continue;
+            size_t n = (size_t)snprintf(digits, 24, "%llu", tries[k]);
+            *exp = scale + (int)n - 1;
+            while (n > 1 && digits[n - 1] == '0') n--;
+            return n;
+        }
     }
-    const char *p = text;
-    if (*p == '-') put(b, "-", 1), p++;
-    size_t nd = 0;
-    for (; *p && *p != 'e'; p++)
-        if (*p != '.') digits[nd++] = *p;
-    int exp = atoi(p + 1);
-    while (nd > 1 && digits[nd - 1] == '0') nd--;
+    return (size_t)snprintf(digits, 24, "0"); /* not reached: 17 digits always round-trip */
+}
+
+/* A finite float as Python's repr() writes it. */
+static void py_float(Buf *b, double d) {
+    char digits[24];
+    int exp = 0;
+    if (signbit(d)) put(b, "-", 1), d = -d;
+    size_t nd = 1;
+    if (d == 0) digits[0] = '0';
+    else nd = shortest_digits(d, digits, &exp);
     if (exp >= -4 && exp < 16) {
         if (exp < 0) {
             puts_(b, "0.");

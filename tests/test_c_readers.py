@@ -309,3 +309,21 @@ def test_the_c_example_reads_a_samples_meta_and_refuses_a_cut_one(tmp_path: Path
     assert run.returncode == 1 and run.stdout == ""
     # the shape's count, 4 bytes before its one dim, promises more than the bytes left
     assert run.stderr.startswith(f"shm-samples-meta: offset {len(data) - 12}: samples[1].items[0].shape: "), run.stderr
+
+
+def test_the_c_testee_spells_floats_as_python_does(testee: str) -> None:
+    """The canonical JSON of a float is Python's repr: the fewest digits that read back, the nearest of
+    them (at a power of two the correctly rounded string may not read back; its neighbour does)."""
+    rng = random.Random(3)
+    values = [struct.unpack("<d", struct.pack("<Q", rng.getrandbits(64)))[0] for _ in range(2000)]
+    values += [sign * 2.0**e for e in range(-1074, 1024) for sign in (1, -1)]
+    values += [0.0, -0.0, 5e-324, 1e16, 1e15, 0.0001, 0.00001, 9999999999999998.0, 1.7976931348623157e308]
+    with CTestee([testee], timeout=30) as c_reader:
+        for value in values:
+            if value != value or value in (float("inf"), float("-inf")):
+                continue
+            doc = b"\xcb" + struct.pack(">d", value)
+            body = b"\x02" + struct.pack("<I", len(doc)) + doc
+            data = body + struct.pack("<I", zlib.crc32(body))
+            response = c_reader.ask(Request("decode", "checkpoint-shard.record", 1, data, {}))
+            assert response.payload.decode().split('"value":')[1].rstrip("}") == repr(value)
