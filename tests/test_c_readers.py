@@ -326,4 +326,4 @@ def test_the_c_testee_spells_floats_as_python_does(testee: str) -> None:
             body = b"\x02" + struct.pack("<I", len(doc)) + doc
             data = body + struct.pack("<I", zlib.crc32(body))
             response = c_reader.ask(Request("decode", "checkpoint-shard.record", 1, data, {}))
-            assert response.payload.decode().split('"value":')[1].rstrip("}") == repr(value)
+            assert response.payload.decode().split('"value":')[1].split("}")[0] == repr(value)
