@@ -14,8 +14,9 @@
 
 const inert_format_entry inert_formats[] = {
     {"checkpoint-metadata", {1, 0}, 1, "verify_checksums", inert_checkpoint_metadata_decode},
-    {"checkpoint-shard", {1, 0}, 1, "verify_checksums", inert_checkpoint_shard_decode},
-    {"checkpoint-shard.record", {1, 0}, 0, "verify_checksums", inert_checkpoint_shard_decode_record},
+    {"checkpoint-shard", {1, 2, 0}, 1, "verify_checksums", inert_checkpoint_shard_decode},
+    {"checkpoint-shard.record", {1, 2, 0}, 0, "verify_checksums", inert_checkpoint_shard_decode_record},
+    {"checkpoint-shard.inflated", {2, 0}, 0, "verify_checksums", inert_checkpoint_shard_decode_inflated},
     {"dump-manifest", {1, 0}, 1, "verify_checksums", inert_dump_manifest_decode},
     {"dump-shard", {1, 0}, 1, "verify_checksums", inert_dump_shard_decode},
     {"dump-shard.record", {1, 0}, 0, "verify_checksums", inert_dump_shard_decode_record},

@@ -197,7 +197,7 @@ def test_c_reader_agrees_with_the_grammar_on_damaged_inputs(testee: str, monkeyp
                 assert response.result == "accept", (vector.test_name, data.hex(), response.message)
                 assert response.payload.decode() == to_json(value), (vector.test_name, data.hex())
                 accepted += 1
-    assert rejected > 1000 and accepted > 100, (rejected, accepted)
+    assert rejected > 1000 and accepted > 50, (rejected, accepted)
 
 
 def _document(rng: random.Random, depth: int = 0) -> bytes:
