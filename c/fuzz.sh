@@ -10,18 +10,20 @@ seconds=${1:?usage: c/fuzz.sh SECONDS [TARGET ...]}
 shift
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(checkpoint-metadata checkpoint-shard checkpoint-shard.record dump-manifest dump-shard dump-shard.record
-             shm-descriptor shm-message shm-samples-meta)
+    targets=(checkpoint-metadata checkpoint-shard checkpoint-shard.record checkpoint-shard.inflated dump-manifest dump-shard
+             dump-shard.record shm-descriptor shm-message shm-samples-meta)
 fi
 make -s fuzz
 status=0
 for target in "${targets[@]}"; do
     work=build/fuzz-work/$target
     mkdir -p "$work"
-    dict=../fuzz/dicts/$target.dict
+    args=()  # a reader without committed seeds or a dictionary starts from nothing
+    if [ -d "../fuzz/corpus/$target" ]; then args+=("../fuzz/corpus/$target"); fi
+    if [ -f "../fuzz/dicts/$target.dict" ]; then args+=("-dict=../fuzz/dicts/$target.dict"); fi
     log=$work/log.txt
-    if build/fuzz/"$target" "$work" "../fuzz/corpus/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-        -print_final_stats=1 -artifact_prefix="$work/" ${dict:+-dict="$dict"} >"$log" 2>&1; then
+    if build/fuzz/"$target" "$work" "${args[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+        -print_final_stats=1 -artifact_prefix="$work/" >"$log" 2>&1; then
         result=ok
     else
         result=FINDING
