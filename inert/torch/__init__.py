@@ -33,6 +33,7 @@ from ._compat import TORCH_VERSION, parse_version
 from ._metadata import InertStorageInfo, dumps_metadata, loads_metadata
 from ._reader import FileSystemReader, ShapeMismatchError
 from ._tensors import load_tensors
+from ._values import register_type, unregister_type
 from ._writer import FileSystemWriter
 
 
@@ -63,6 +64,8 @@ __all__ = [
     "load",
     "load_tensors",
     "ShapeMismatchError",
+    "register_type",
+    "unregister_type",
     "InertStorageInfo",
     "dumps_metadata",
     "loads_metadata",

@@ -57,6 +57,7 @@ from ._compat import torch_dtype
 from ._metadata import InertStorageInfo, loads_metadata
 from ._payload import BLOCK, byte_view, crc32, crc32_combine, read_into
 from ._threads import SharedTasks, Task
+from ._values import from_document
 
 try:
     from torch.distributed.checkpoint.metadata import StorageMeta
@@ -380,7 +381,7 @@ class FileSystemReader(StorageReader):
         if item.type == LoadItemType.BYTE_IO:
             self._check_kind(body, shard.RecordKind.VALUE, item, info)
             buffers.give(buffer)
-            return item, body["value"], None
+            return item, from_document(body["value"], item.dest_index.fqn), None
         dtype, shape = self._check_tensor(body, item, info)
         nbytes = len(body["data"])
         start = info.length - 4 - nbytes  # the payload ends where the CRC-32 begins
