@@ -174,8 +174,10 @@ def _error(command: str, text: object, code: int) -> int:
 def main(argv: list[str] | None = None) -> int:
     from inert._extras import missing_extra
 
-    args = _parser().parse_args(argv)
+    args, unknown = _parser().parse_known_args(argv)
     command = args.command
+    if unknown:  # argparse would name no command here
+        return _error(command, f"unrecognized arguments: {' '.join(unknown)} (see `inert {command} --help`)", 2)
     try:
         return int(args.run(args))
     except (InertError, WriteTypeError, WriteValueError) as exc:
@@ -183,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     except (_Usage, UnicodeDecodeError, ValueError) as exc:
         return _error(command, exc, 2)
     except ImportError as exc:  # an optional package: one line naming the extra that installs it
-        line = missing_extra(exc, f"inert {command}")
+        line = missing_extra(exc, "this command")
         if line is None:
             raise
         return _error(command, line, 2)

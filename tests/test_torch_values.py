@@ -196,3 +196,16 @@ def test_register_type_refuses_what_it_cannot_rebuild() -> None:
             inert.torch.register_type(Window, name="x.S")
     finally:
         inert.torch.unregister_type(Schedule)
+
+
+def test_docs_torch_examples_run_as_written(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "torch.md").read_text()
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", page, flags=re.S) if "# not run by the tests" not in b]
+    assert any("set_state_dict" in b for b in blocks) and any("register_type" in b for b in blocks)
+    for block in blocks:  # each in a fresh interpreter: nothing registered or imported by the suite helps
+        result = subprocess.run([sys.executable, "-W", "ignore", "-c", block], capture_output=True, text=True,
+                                cwd=tmp_path, timeout=300)
+        assert result.returncode == 0, result.stderr
