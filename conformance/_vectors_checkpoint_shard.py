@@ -113,6 +113,11 @@ def typed_rejects() -> list[tuple[str, str, Any, str]]:
         ("ValueTorchDeviceNegative", "a torch.device of index -1", ext(11, pack(["cuda", -1])), "invalid-value"),
         ("ValueObjectNoName", "a registered object with an empty name", ext(12, pack(["", {}])), "invalid-value"),
         ("ValueObjectNotPair", "a registered object holding a map", ext(12, pack({"name": "x"})), "invalid-value"),
+        ("ValueArrayAsMapKey", "an array scalar as a map key (arrays do not hash)",
+         {ext(8, bytes([int32]) + bytes(4)): 1}, "invalid-value"),
+        ("ValueArrayInSet", "an array as a set member", ext(4, pack([ext(7, _array(int32, [1], bytes(4)))])), "invalid-value"),
+        ("ValueObjectAsMapKey", "a registered object whose state is a map, as a map key",
+         {ext(12, pack(["x", {"a": 1}])): 1}, "invalid-value"),
         ("ValueObjectTimestampInside", "a registered object whose state holds a MessagePack timestamp",
          ext(12, pack(["x", msgpack.Timestamp(1, 0)])), "unknown-tag"),
     ]

@@ -118,7 +118,7 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
     try:
         return run_command(args)
     except HarnessError as exc:
-        raise _Usage(f"conformance: {exc}") from None
+        raise _Usage(str(exc)) from None
 
 
 class _Parser(argparse.ArgumentParser):

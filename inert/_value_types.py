@@ -24,6 +24,8 @@ Payloads (all integers little-endian):
   of 1 to 256 bytes, ``state`` any value of the subset.
 
 A BOOL array or scalar holds only the bytes 0 and 1, as a tensor record does.
+Arrays, array scalars and registered objects whose state is a map do not hash:
+as a map key or set member they are an invalid value.
 """
 
 from __future__ import annotations
@@ -69,6 +71,9 @@ class ArrayValue:
     shape: tuple[int, ...]
     data: bytes
     scalar: bool = False
+
+    # Unhashable, as numpy arrays are: an array as a map key or set member is refused when decoded.
+    __hash__ = None  # type: ignore[assignment]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -42,6 +42,9 @@ included) is an unknown tag:
   of 1 to 256 bytes, ``state`` a value of the subset.  The name is only a key
   into the reading program's own registry of classes: nothing is imported.
 
+An array, an array scalar, or a registered object whose state is not
+hashable, is not a map key nor a set member (an invalid value).
+
 Why 64-byte alignment: it is the cache-line size and the widest SIMD vector
 (AVX-512) of the CPUs this runs on and a multiple of every itemsize (16 at
 most), so a payload mapped or read into a page-aligned buffer is a valid

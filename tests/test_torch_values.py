@@ -209,3 +209,12 @@ def test_docs_torch_examples_run_as_written(tmp_path: Path) -> None:
         result = subprocess.run([sys.executable, "-W", "ignore", "-c", block], capture_output=True, text=True,
                                 cwd=tmp_path, timeout=300)
         assert result.returncode == 0, result.stderr
+
+
+def test_registered_object_as_a_key_is_refused_at_save(tmp_path: Path, registered: None) -> None:
+    err = failure(save, {"v": ({Window(0, 1): "first"},)}, tmp_path)
+    assert isinstance(err, TypeError) and "cannot be a map key or set member" in str(err)
+    save({"v": ({Phase.DECAY: 1, torch.Size([2]): 2},)}, tmp_path)  # an enum's value hashes: it may be a key
+    target: dict[str, Any] = {"v": None}
+    load(target, tmp_path)
+    assert target["v"] == ({Phase.DECAY: 1, torch.Size([2]): 2},)

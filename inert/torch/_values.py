@@ -110,9 +110,9 @@ def to_document(value: Any, path: str) -> Any:
     if kind is tuple:
         return tuple(to_document(v, f"{path}[{i}]") for i, v in enumerate(value))
     if kind is dict:
-        return {to_document(k, f"{path}<key {k!r}>"): to_document(v, f"{path}[{k!r}]") for k, v in value.items()}
+        return {_key(k, f"{path}<key {k!r}>"): to_document(v, f"{path}[{k!r}]") for k, v in value.items()}
     if kind in (set, frozenset):
-        return kind(to_document(v, f"{path}<member>") for v in value)
+        return kind(_key(v, f"{path}<member>") for v in value)
     if isinstance(value, (np.ndarray, np.generic)) and kind.__module__ == "numpy":
         return _array(value, path)
     if kind is torch.Size:
@@ -137,6 +137,17 @@ def to_document(value: Any, path: str) -> Any:
     else:
         state = {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
     return ObjectValue(name, to_document(state, path))
+
+
+def _key(value: Any, path: str) -> Any:
+    """A map key or set member: its stored form must hash too, or the reader would refuse it."""
+    stored = to_document(value, path)
+    try:
+        hash(stored)
+    except TypeError:
+        raise WriteTypeError(_FORMAT, path, f"a {type(value).__qualname__} is stored as its fields, which do not hash: "
+                             "it cannot be a map key or set member") from None
+    return stored
 
 
 def from_document(value: Any, path: str) -> Any:
