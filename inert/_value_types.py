@@ -144,10 +144,10 @@ def _array(payload: bytes) -> ArrayValue:
     if len(payload) < start:
         raise _Fault("truncated", f"{ndim} dims declared, {(len(payload) - 2) // 8} present")
     shape = struct.unpack_from(f"<{ndim}Q", payload, 2)
-    size = CHECKPOINT_ITEMSIZES[name]
+    size = 0 if 0 in shape else CHECKPOINT_ITEMSIZES[name]
     for dim in shape:
         size *= dim
-        if size > len(payload):  # checked as it grows: a forged shape never makes a huge int
+        if size > len(payload):  # checked as it grows (no dim is 0): a forged shape never makes a huge int
             break
     if size != len(payload) - start:
         wanted = size if size <= len(payload) else "more"
