@@ -218,3 +218,14 @@ def test_registered_object_as_a_key_is_refused_at_save(tmp_path: Path, registere
     target: dict[str, Any] = {"v": None}
     load(target, tmp_path)
     assert target["v"] == ({Phase.DECAY: 1, torch.Size([2]): 2},)
+
+
+def test_verify_and_inspect_need_no_registration(tmp_path: Path, registered: None, capsys: Any) -> None:
+    from inert._cli import main
+
+    save({"sched": Schedule(1, 2, (0.9, 0.9)), "a": np.arange(3), "dev": torch.device("cpu")}, tmp_path)
+    inert.torch.unregister_type(Schedule)
+    assert main(["verify", str(tmp_path)]) == 0
+    assert main(["inspect", str(tmp_path / "__0_0.distcp")]) == 0
+    out = capsys.readouterr().out
+    assert "inert: verify: OK: 2 files, 3 records" in out and "  sched  value  ObjectValue" in out

@@ -381,7 +381,7 @@ class FileSystemReader(StorageReader):
         if item.type == LoadItemType.BYTE_IO:
             self._check_kind(body, shard.RecordKind.VALUE, item, info)
             buffers.give(buffer)
-            return item, from_document(body["value"], item.dest_index.fqn), None
+            return item, body["value"], None
         dtype, shape = self._check_tensor(body, item, info)
         nbytes = len(body["data"])
         start = info.length - 4 - nbytes  # the payload ends where the CRC-32 begins
@@ -560,6 +560,9 @@ class FileSystemReader(StorageReader):
         resolve = planner.resolve_tensor if parallel else None
         for item, loaded, buffer in self._records(plan.items, buffers, resolve):
             if item.type == LoadItemType.BYTE_IO:
+                # typed values become numpy, torch and registered objects only here, for the state dict
+                # (inert verify reads the same records without rebuilding anything)
+                loaded = from_document(loaded, item.dest_index.fqn)
                 if direct:
                     _set_value(planner, item, loaded)
                 else:  # a custom planner: bytes Inert serialized from the checked value, never the file's
