@@ -229,3 +229,13 @@ def test_verify_and_inspect_need_no_registration(tmp_path: Path, registered: Non
     assert main(["inspect", str(tmp_path / "__0_0.distcp")]) == 0
     out = capsys.readouterr().out
     assert "inert: verify: OK: 2 files, 3 records" in out and "  sched  value  ObjectValue" in out
+
+
+def test_typed_values_in_compressed_records(tmp_path: Path) -> None:
+    from torch.distributed.checkpoint._extension import ZStandard
+
+    state = training_state()
+    save({"loader": state}, tmp_path, _extensions=[ZStandard()])
+    target = {"loader": empty_like(state)}
+    load(target, tmp_path)
+    check_equal(state, target["loader"])
