@@ -16,7 +16,7 @@ import msgpack
 
 from ._filelib import DTYPES, PICKLE, SAFETENSORS, TORCH_ZIP, as_json, crc, header
 from ._vectorlib import Corpus, Piece, text, u32, u64
-from ._vectors_checkpoint_shard import one_reject_per_rule
+from ._vectors_checkpoint_shard import one_reject_per_rule, typed_rejects
 
 MAGIC = b"\x89INRTMD\n"
 MAX_FQN_LEN = 1 << 16
@@ -220,6 +220,9 @@ def build() -> Corpus:
     bad("PlannerEmpty", "planner data of 0 bytes", lambda m: m.update(planner_raw=b""), "truncated")
     for name, what, document, kind, rule in one_reject_per_rule():
         bad(f"Planner{name}", f"planner data: {what}", lambda m, d=document: m.update(planner_raw=d), kind, rule)
+    for name, what, value, kind in typed_rejects():
+        raw = msgpack.packb(value, use_bin_type=True)
+        bad(f"Planner{name}", f"planner data: {what}", lambda m, d=raw: m.update(planner_raw=d), kind)
     bad("FqnBadUtf8", "an fqn that is not UTF-8", lambda m: m["tensors"][0].update(fqn=b"\xc3\x28"), "invalid-value")
     bad("ValueFqnBadUtf8", "a value fqn that is not UTF-8", lambda m: m["values"][0].update(fqn=b"\xc3\x28"),
         "invalid-value")

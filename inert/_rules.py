@@ -159,12 +159,31 @@ VALUE_RULES: tuple[SpecRule, ...] = (
            "every str before every bin, strs by their UTF-8 bytes, bins by their bytes, each compared as "
            "unsigned bytes, a prefix first (so no key appears twice and each map has one encoding).",
            "invalid-value", r"(repeats|is out of order): keys are strictly increasing"),
-    _value("ext-code", "An extension code other than 1 tuple, 2 complex, 3 bytearray, 4 set, 5 frozenset "
-           "(MessagePack's timestamp -1 included) is refused.", "unknown-tag", r"^unknown extension code"),
+    _value("ext-code", "An extension code other than 1 tuple, 2 complex, 3 bytearray, 4 set, 5 frozenset and the "
+           "typed codes 6 to 12 (MessagePack's timestamp -1 included) is refused.", "unknown-tag",
+           r"^unknown extension code"),
     _value("ext-array", "The payload of a tuple, set or frozenset is one array.", "invalid-value",
            r"extension does not hold an array$"),
     _value("complex-size", "The payload of a complex is 16 bytes: the real then the imaginary part, each a "
            "float64 little-endian.", "invalid-value", r"^complex extension holds"),
+    _value("typed-array", "An array extension (7) holds a dtype numpy has (not BFLOAT16 nor the FLOAT8 types), "
+           "ndim, ndim dims and exactly prod(dims) * itemsize bytes; BOOL elements are 0 or 1.", "invalid-value",
+           r"^array extension: "),
+    _value("typed-array-truncated", "An array (7) or array scalar (8) extension whose payload ends before its header "
+           "or dims is refused.", "truncated", r"^array( scalar)? extension: "),
+    _value("typed-array-ndim", "An array extension has at most 64 dims.", "limit", r"^array extension: "),
+    _value("typed-dtype-code", "The dtype code of an array, array scalar or torch.dtype extension is a DType value "
+           "(of those the type allows).", "unknown-tag", r"^(array|array scalar|torch\.dtype) extension: "),
+    _value("typed-array-scalar", "An array scalar extension (8) holds a dtype then exactly its itemsize bytes.",
+           "invalid-value", r"^array scalar extension: "),
+    _value("typed-size", "A torch.Size extension (9) holds a document of an array of at most 64 ints 0..2**63-1.",
+           "invalid-value", r"^torch\.Size extension: "),
+    _value("typed-dtype", "A torch.dtype extension (10) holds one byte.", "invalid-value", r"^torch\.dtype extension: "),
+    _value("typed-device", "A torch.device extension (11) holds a document [type, index]: type matches "
+           "[a-z][a-z0-9_]{0,31}, index nil or an int 0..2**31-1.", "invalid-value", r"^torch\.device extension: "),
+    _value("typed-object", "A registered object extension (12) holds a document [name, state]: a name of 1 to 256 "
+           "bytes, a state of the subset (read against the program's own registry; nothing is imported).",
+           "invalid-value", r"^registered object extension: "),
     _value("depth", "Containers nest at most the field's max_depth: a container at the top is at depth 1, each "
            "array, map, tuple, set or frozenset inside one adds 1 (scalars, complex and bytearray do not count).",
            "limit", r"^nesting exceeds max_depth"),

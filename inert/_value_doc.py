@@ -38,6 +38,7 @@ from typing import Any
 import msgpack
 
 from inert._errors import (
+    ERROR_CLASSES,
     InertError,
     InvalidValueError,
     LimitError,
@@ -47,6 +48,8 @@ from inert._errors import (
     WriteTypeError,
     WriteValueError,
 )
+from inert._value_types import TYPED_CODES, decode_typed, encode_typed
+from inert._value_types import _Fault as TypedFault
 
 __all__ = [
     "EXT_TUPLE",
@@ -342,7 +345,7 @@ def _ext(data: bytes, pos: int, end: int, b: int, stack: list[list[Any]], max_de
     if pos >= end:
         raise _Fault(TruncatedError, pos, "the document ends where an extension code belongs")
     (code,) = _I8.unpack_from(data, pos)
-    if code not in EXT_CODES:
+    if code not in EXT_CODES and code not in TYPED_CODES:
         raise _Fault(UnknownTagError, pos, f"unknown extension code {code}")
     pos += 1
     if length > end - pos:
@@ -354,7 +357,9 @@ def _ext(data: bytes, pos: int, end: int, b: int, stack: list[list[Any]], max_de
             if math.isnan(struct.unpack("<d", part)[0]):
                 _check_nan(part[::-1], pos)
         return pos + 16
-    if code == EXT_BYTEARRAY:
+    if code == EXT_BYTEARRAY or code in TYPED_CODES:
+        # A typed payload has its own rules (inert._value_types); a document inside it is scanned
+        # like this one when the value is built (_Build.nested), its depth counted on.
         return pos + length
     # A tuple, set or frozenset: the payload is one array, then nothing.
     payload_end = pos + length
@@ -390,9 +395,14 @@ def _push(stack: list[list[Any]], kind: int, count: int, pos: int, end: int, clo
 
 
 class _Build:
-    """msgpack's decode of a document already scanned: it builds, the scanner has checked."""
+    """msgpack's decode of a document already scanned: it builds, the scanner has checked.
 
-    def __init__(self) -> None:
+    A typed extension's inner document (torch.Size, torch.device, a registered object's state) is
+    scanned and built by :meth:`nested`, one level deeper."""
+
+    def __init__(self, fmt: str, base: int, path: str, max_depth: int) -> None:
+        self.fmt, self.base, self.path, self.max_depth = fmt, base, path, max_depth
+        self.ext_depth = 0
         self.hook = self.ext_hook
 
     def unpack(self, data: Any) -> Any:
@@ -407,8 +417,33 @@ class _Build:
             return complex(*_COMPLEX.unpack(payload))
         if code == EXT_BYTEARRAY:
             return bytearray(payload)
+        if code in TYPED_CODES:
+            try:
+                return decode_typed(code, payload, self.nested)
+            except TypedFault as fault:
+                reason = f"{TYPED_CODES[code]} extension: {fault.reason}"
+                raise ERROR_CLASSES[fault.kind](self.fmt, self.base, self.path, reason) from None
         items = [] if payload == b"\x90" else self.unpack(payload)
         return tuple(items) if code == EXT_TUPLE else (set(items) if code == EXT_SET else frozenset(items))
+
+    def nested(self, payload: bytes) -> Any:
+        """A document inside a typed extension: canonical like the outer one, one level deeper."""
+        if self.ext_depth >= self.max_depth - 1:
+            raise LimitError(self.fmt, self.base, self.path, f"nesting exceeds max_depth({self.max_depth})")
+        try:
+            _scan(payload, self.max_depth - 1 - self.ext_depth)
+        except _Fault as fault:
+            raise _error(fault, self.fmt, self.base, self.path) from None
+        self.ext_depth += 1
+        try:
+            return self.unpack(payload)
+        finally:
+            self.ext_depth -= 1
+
+
+def _error(fault: _Fault, fmt: str, base: int, path: str) -> InertError:
+    reason = f"value document cut short: {fault.reason}" if fault.cls is TruncatedError else fault.reason
+    return fault.cls(fmt, base + fault.pos, path, reason)
 
 
 def unpack_value(fmt: str, data: Any, base: int, path: str, max_depth: int) -> Any:
@@ -417,15 +452,16 @@ def unpack_value(fmt: str, data: Any, base: int, path: str, max_depth: int) -> A
     try:
         _scan(raw, max_depth)
     except _Fault as fault:
-        reason = f"value document cut short: {fault.reason}" if fault.cls is TruncatedError else fault.reason
-        raise fault.cls(fmt, base + fault.pos, path, reason) from None
+        raise _error(fault, fmt, base, path) from None
     # The value holds no cycles: collecting while a million containers are built only costs time
     # (4x the build on large documents).
     pause = len(raw) > _GC_PAUSE_SIZE and gc.isenabled()
     if pause:
         gc.disable()
     try:
-        return _Build().unpack(raw)
+        return _Build(fmt, base, path, max_depth).unpack(raw)
+    except InertError:  # a typed extension's own rules
+        raise
     except (ValueError, TypeError, OverflowError, msgpack.UnpackException) as exc:  # pragma: no cover - a scanner bug
         raise InvalidValueError(fmt, base, path, f"value document: {str(exc)[:120]}") from None
     finally:
@@ -494,7 +530,16 @@ def _prepare(fmt: str, path: str, value: Any, depth: int, max_depth: int) -> Any
         return {k: _prepare(fmt, _item_path(path, k), value[k], sub, max_depth) for k in sorted(value, key=_key_order)}
     code = _EXT_OF.get(kind)
     if code is None:
-        raise WriteTypeError(fmt, path, f"{kind.__module__}.{kind.__qualname__} is not in the value subset of this format")
+        try:
+            typed = encode_typed(value, lambda inner: msgpack.packb(
+                _prepare(fmt, path, inner, depth + 1, max_depth), use_bin_type=True, strict_types=True))
+        except ValueError as exc:
+            if isinstance(exc, WriteValueError):
+                raise
+            raise WriteValueError(fmt, path, str(exc)) from None
+        if typed is None:
+            raise WriteTypeError(fmt, path, f"{kind.__module__}.{kind.__qualname__} is not in the value subset of this format")
+        return msgpack.ExtType(*typed)
     if code == EXT_TUPLE:
         items = [_prepare(fmt, _item_path(path, i), v, sub, max_depth) for i, v in enumerate(value)]
     else:

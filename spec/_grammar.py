@@ -582,9 +582,10 @@ class MsgPack(Construct):  # type: ignore[misc]
 
     The subset and its one canonical encoding are :mod:`inert._value_doc`'s (the
     rules ``value.*`` of :mod:`inert._rules`): None, bool, int (-2**63 .. 2**64-1),
-    float, str, bytes, list, dict (keys str or bytes), and the extension codes
-    1 tuple, 2 complex, 3 bytearray, 4 set, 5 frozenset.  The document is at most
-    ``max_len`` bytes and ``max_depth`` containers deep.
+    float, str, bytes, list, dict (keys str or bytes), the extension codes
+    1 tuple, 2 complex, 3 bytearray, 4 set, 5 frozenset, and the typed codes 6 to
+    12 (:mod:`inert._value_types`).  The document is at most ``max_len`` bytes and
+    ``max_depth`` containers deep.
     """
 
     def __init__(self, prefix: Scalar, max_len: int, max_depth: int) -> None:
