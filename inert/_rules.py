@@ -154,7 +154,7 @@ VALUE_RULES: tuple[SpecRule, ...] = (
     _value("utf8", "A str holds valid UTF-8.", "invalid-value", r"^invalid UTF-8 in a str"),
     _value("key-type", "A map key, and a set or frozenset member, is a str or a bin (Python's hashes of other "
            "types are not randomized: a reader building dicts of them could be made to take quadratic time).",
-           "invalid-value", r"keys and set members are str or bin$"),
+           "invalid-value", r"keys and set members are str or bin"),
     _value("key-order", "The keys of a map, and the members of a set or frozenset, are strictly increasing: "
            "every str before every bin, strs by their UTF-8 bytes, bins by their bytes, each compared as "
            "unsigned bytes, a prefix first (so no key appears twice and each map has one encoding).",
@@ -163,7 +163,7 @@ VALUE_RULES: tuple[SpecRule, ...] = (
            "typed codes 6 to 12 (MessagePack's timestamp -1 included) is refused.", "unknown-tag",
            r"^unknown extension code"),
     _value("ext-array", "The payload of a tuple, set or frozenset is one array.", "invalid-value",
-           r"extension does not hold an array$"),
+           r"^(tuple|set|frozenset) extension does not hold an array"),
     _value("complex-size", "The payload of a complex is 16 bytes: the real then the imaginary part, each a "
            "float64 little-endian.", "invalid-value", r"^complex extension holds"),
     _value("typed-array", "An array extension (7) holds a dtype numpy has (not BFLOAT16 nor the FLOAT8 types), "

@@ -442,8 +442,9 @@ class _Build:
 
 
 def _error(fault: _Fault, fmt: str, base: int, path: str) -> InertError:
+    """The error of a fault: at the document's start (where the field is), the fault's byte in the reason."""
     reason = f"value document cut short: {fault.reason}" if fault.cls is TruncatedError else fault.reason
-    return fault.cls(fmt, base + fault.pos, path, reason)
+    return fault.cls(fmt, base, path, f"{reason} (at byte {fault.pos} of the document)")
 
 
 def unpack_value(fmt: str, data: Any, base: int, path: str, max_depth: int) -> Any:
