@@ -87,8 +87,6 @@ def typed_extensions() -> list[tuple[str, str, Any, Any]]:
          {"$torch.device": ["cpu", None]}),
         ("ValueRegisteredObject", "a registered object (extension 12): its name and its fields",
          ext(12, pack(["train.Config", {"lr": 0.5}])), {"$object": ["train.Config", {"lr": 0.5}]}),
-        ("ValueTypedAsKey", "a torch.dtype as a map key", {ext(10, bytes([DTYPES["FLOAT32"][0]])): 1},
-         {"$map": [[{"$torch.dtype": "FLOAT32"}, 1]]}),
     ]
 
 
@@ -97,6 +95,8 @@ def typed_rejects() -> list[tuple[str, str, Any, str]]:
     ext, pack = msgpack.ExtType, msgpack.packb
     int32, f32 = DTYPES["INT32"][0], DTYPES["FLOAT32"][0]
     return [
+        ("ValueTypedAsKey", "a torch.dtype as a map key: keys are str or bin (rule value.key-type)",
+         {ext(10, bytes([f32])): 1}, "invalid-value"),
         ("ValueArrayShort", "an int32 [2] array holding 4 bytes", ext(7, _array(int32, [2], bytes(4))), "invalid-value"),
         ("ValueArrayLong", "an int32 [1] array holding 8 bytes", ext(7, _array(int32, [1], bytes(8))), "invalid-value"),
         ("ValueArrayHugeShape", "an array of 2**62 x 2**62 elements in 20 bytes",

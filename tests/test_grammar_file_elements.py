@@ -138,7 +138,7 @@ def _with_doc(doc: bytes) -> bytes:
     ("doc", "error", "text"),
     [
         (msgpack.packb([[[[1]]]]), LimitError, r"max_depth\(3\)"),
-        (msgpack.packb(msgpack.ExtType(9, b"")), UnknownTagError, "extension code 9"),
+        (msgpack.packb(msgpack.ExtType(42, b"")), UnknownTagError, "extension code 42"),
         (b"\xd6\xff" + bytes(4), UnknownTagError, "extension code -1"),  # ext -1: a msgpack timestamp
         (msgpack.packb("x" * 70), LimitError, r"max_len\(64\)"),
         (b"\x92\x01", TruncatedError, "2 elements need"),
