@@ -11,6 +11,8 @@ bytes, MessagePack values), each with a CRC-32::
     dcp.save(state, storage_writer=FileSystemWriter(path))
     dcp.load(state, storage_reader=FileSystemReader(path))
 
+``FsspecWriter``/``FsspecReader`` are the same for any fsspec URL (``s3://bucket/ckpt``,
+an object store's commit point being the ``.metadata`` object written last).
 ``dumps_metadata``/``loads_metadata`` convert DCP's ``Metadata`` on their own;
 ``load_tensors(path, into)`` reads a checkpoint's tensors without ``dcp.load``
 (same checks, no planning: for one process reading tensors by name).
@@ -30,9 +32,11 @@ import os
 from typing import Any
 
 from ._compat import TORCH_VERSION, parse_version
+from ._fsspec_reader import FsspecReader
+from ._fsspec_writer import FsspecWriter
 from ._metadata import InertStorageInfo, dumps_metadata, loads_metadata
 from ._reader import FileSystemReader, ShapeMismatchError
-from ._tensors import load_tensors
+from ._tensors import load_tensors, reader_for
 from ._writer import FileSystemWriter
 
 
@@ -43,12 +47,13 @@ def load(state_dict: dict[str, Any], path: str | os.PathLike[str], *, planner: A
     2.4 and later: ``dcp.load``.  2.2 and 2.3: the deprecated ``dcp.load_state_dict``
     (2.2's ``load`` gathers keys before honouring ``no_dist``; 2.3's drops nested
     non-tensor values), with ``no_dist`` when no process group is running;
-    Stateful objects need 2.4.  ``reader_options`` go to :class:`FileSystemReader`.
+    Stateful objects need 2.4.  ``reader_options`` go to :class:`FileSystemReader`, or for a URL
+    (``s3://bucket/ckpt``) to :class:`FsspecReader`.
     """
     import torch.distributed as dist  # after the import gate in ._compat
     import torch.distributed.checkpoint as dcp
 
-    reader = FileSystemReader(path, **reader_options)
+    reader = reader_for(path, **reader_options)
     single = not (dist.is_available() and dist.is_initialized())
     if TORCH_VERSION >= (2, 5):
         dcp.load(state_dict, storage_reader=reader, planner=planner, process_group=process_group, no_dist=single)
@@ -60,6 +65,8 @@ def load(state_dict: dict[str, Any], path: str | os.PathLike[str], *, planner: A
 __all__ = [
     "FileSystemWriter",
     "FileSystemReader",
+    "FsspecWriter",
+    "FsspecReader",
     "load",
     "load_tensors",
     "ShapeMismatchError",

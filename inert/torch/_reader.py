@@ -328,10 +328,13 @@ class FileSystemReader(StorageReader):
         if self.storage_data is None:
             raise InvalidValueError("checkpoint-metadata", -1, "storage_data", "missing")
 
+    def _file_size(self, name: str) -> int:
+        return os.stat(self.path / name).st_size
+
     def _check_placement(self, per_file: dict[str, list[InertStorageInfo]]) -> None:
         """Records lie inside their files and do not overlap."""
         for name, infos in per_file.items():
-            size = os.stat(self.path / name).st_size
+            size = self._file_size(name)
             end = 0
             for info in sorted(infos, key=lambda i: i.offset):
                 if info.offset < end:
@@ -372,6 +375,13 @@ class FileSystemReader(StorageReader):
         buffer = buffers.take(info.length)
         view = memoryview(buffer.numpy())[: info.length]  # type: ignore[arg-type]
         read_into(fd, info.offset, view, None, name)
+        return self._checked_whole(view, buffer, name, item, info, buffers, resolve)
+
+    def _checked_whole(
+        self, view: memoryview, buffer: torch.Tensor, name: str, item: ReadItem, info: InertStorageInfo,
+        buffers: _Buffers, resolve: Resolve | None,
+    ) -> tuple[ReadItem, Any, Any]:
+        """A whole record read into ``view`` (the start of ``buffer``), decoded and checked, then copied."""
         record = self._decode(view, name, item, info, self.verify_checksums)
         if record["crc32"] != info.crc32:
             raise ChecksumError("checkpoint-shard", info.offset + info.length - 4, item.storage_index.fqn,
@@ -405,13 +415,10 @@ class FileSystemReader(StorageReader):
         the general path (its destination is a part, on another device, or a bool tensor, whose
         bytes the codec checks one by one).
         """
-        expected = self._expected(item, info)
-        if expected[0] == torch.bool:
+        direct = self._direct_target(item, info, resolve)
+        if direct is None:
             return None
-        target = resolve(item).detach()
-        if (target.device.type != "cpu" or not target.is_contiguous() or target.is_conj() or target.is_neg()
-                or target.dtype != expected[0] or any(item.storage_offsets)):
-            return None
+        target, expected = direct
         scratch = _SCRATCH.view(info.length)
         if scratch is None:
             return None
@@ -419,23 +426,10 @@ class FileSystemReader(StorageReader):
         if scratch[0] != shard.RecordKind.TENSOR:  # not a tensor header: the whole record says what it is
             return None
         stored = _CRC.unpack_from(_read_tail(fd, info, name))[0]
-        try:
-            record = self._decode(scratch, name, item, info, False)
-            body = record["body"]
-            if stored != info.crc32:
-                raise ChecksumError("checkpoint-shard", info.offset + info.length - 4, item.storage_index.fqn,
-                                    f"record CRC-32 {stored:#010x}, the metadata expects {info.crc32:#010x}")
-            dtype, shape = self._check_tensor(body, item, info, expected)
-        except InertError:
-            if self.verify_checksums:  # a damaged record is named as such, not by the field the damage hit
-                _check_crc(_file_crc(fd, info, name), stored, name, item, info)
-            raise
-        if tuple(target.size()) != tuple(item.lengths) or tuple(item.lengths) != shape:
+        placed = self._checked_head(scratch, stored, name, item, info, expected, target, lambda: _file_crc(fd, info, name))
+        if placed is None:
             return None
-        nbytes = len(body["data"])
-        start = info.length - 4 - nbytes
-        crc = crc32(scratch[:start]) if self.verify_checksums else None
-        del record, body
+        start, nbytes, crc = placed
         if shared is not None and (crc is None or crc32_combine is not None):
             part = _PART if shared.waiting() >= self.thread_count else _TAIL_PART  # the last: all threads end together
             if nbytes >= 2 * part:
@@ -446,6 +440,42 @@ class FileSystemReader(StorageReader):
         if crc is not None:
             _check_crc(crc, stored, name, item, info)
         return target
+
+    def _direct_target(self, item: ReadItem, info: InertStorageInfo, resolve: Resolve) -> tuple[torch.Tensor, Any] | None:
+        """The destination and the metadata's expectation when a record's payload may go straight into it, else None."""
+        expected = self._expected(item, info)
+        if expected[0] == torch.bool:
+            return None
+        target = resolve(item).detach()
+        if (target.device.type != "cpu" or not target.is_contiguous() or target.is_conj() or target.is_neg()
+                or target.dtype != expected[0] or any(item.storage_offsets)):
+            return None
+        return target, expected
+
+    def _checked_head(
+        self, scratch: memoryview, stored: int, name: str, item: ReadItem, info: InertStorageInfo, expected: Any,
+        target: torch.Tensor, record_crc: Callable[[], int],
+    ) -> tuple[int, int, int | None] | None:
+        """A tensor record's header, decoded from ``scratch`` (the record's length, its first bytes read) and checked
+        against the metadata and the plan; ``stored`` is the CRC-32 the record ends with and ``record_crc()`` computes
+        the one its bytes give (to name damage as such).  Returns where the payload starts, its length and the
+        CRC-32 of the bytes before it (None unverified), or None when the record takes the general path."""
+        try:
+            record = self._decode(scratch, name, item, info, False)
+            body = record["body"]
+            if stored != info.crc32:
+                raise ChecksumError("checkpoint-shard", info.offset + info.length - 4, item.storage_index.fqn,
+                                    f"record CRC-32 {stored:#010x}, the metadata expects {info.crc32:#010x}")
+            dtype, shape = self._check_tensor(body, item, info, expected)
+        except InertError:
+            if self.verify_checksums:  # a damaged record is named as such, not by the field the damage hit
+                _check_crc(record_crc(), stored, name, item, info)
+            raise
+        if tuple(target.size()) != tuple(item.lengths) or tuple(item.lengths) != shape:
+            return None
+        nbytes = len(body["data"])
+        start = info.length - 4 - nbytes
+        return start, nbytes, crc32(scratch[:start]) if self.verify_checksums else None
 
     def _decode(self, view: memoryview, name: str, item: ReadItem, info: InertStorageInfo, verify: bool) -> Any:
         """The record decoded by the codec; with ``verify``, its CRC-32 checked first (damage is named as

@@ -131,11 +131,8 @@ def _layout(items: list[WriteItem], values: dict[Any, list[Any]]) -> tuple[bytes
     return head, slots
 
 
-def _write_record(fd: int, slot: _Slot, planner: SavePlanner) -> int:
-    """Write one record at its place; return its CRC-32."""
-    if slot.item.type == WriteItemType.BYTE_IO:
-        pwrite_all(fd, slot.head, slot.offset)
-        return int(_COUNT.unpack(slot.head[-4:])[0])
+def resolved_bytes(slot: _Slot, planner: SavePlanner) -> memoryview:
+    """The bytes of a tensor record's payload: the planner's tensor, checked against the plan, made contiguous."""
     fqn = slot.item.index.fqn
     tensor = planner.resolve_data(slot.item)
     assert isinstance(tensor, torch.Tensor) and slot.item.tensor_data is not None
@@ -145,7 +142,15 @@ def _write_record(fd: int, slot: _Slot, planner: SavePlanner) -> int:
     if tensor.dtype != planned.properties.dtype or tensor.size() != planned.chunk.sizes:
         raise ValueError(f"{fqn}: the planner resolved a {tuple(tensor.size())} {tensor.dtype} tensor, "
                          f"the plan has {tuple(planned.chunk.sizes)} {planned.properties.dtype}")
-    _flat, data = tensor_bytes(tensor)
+    return tensor_bytes(tensor)[1]  # the view keeps the contiguous copy alive
+
+
+def _write_record(fd: int, slot: _Slot, planner: SavePlanner) -> int:
+    """Write one record at its place; return its CRC-32."""
+    if slot.item.type == WriteItemType.BYTE_IO:
+        pwrite_all(fd, slot.head, slot.offset)
+        return int(_COUNT.unpack(slot.head[-4:])[0])
+    data = resolved_bytes(slot, planner)
     if len(data) < BLOCK:  # small: one write
         record = slot.head + data.tobytes()
         crc = crc32(record)
@@ -259,26 +264,43 @@ class FileSystemWriter(StorageWriter, _Stager):  # type: ignore[misc]
         self.rank = kwargs.get("rank")
         self.use_collectives = kwargs.get("use_collectives", True)
 
-    def _metadata_path(self, rank: int | None = None) -> Path:
+    def _metadata_path(self, rank: int | None = None) -> Any:
         return self.path / (METADATA_NAME if rank is None else f"__{rank}{METADATA_NAME}")
 
-    def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
+    # Storage operations: a local directory here, an fsspec filesystem in ``FsspecWriter``.
+    def _make_root(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
+
+    def _exists(self, path: Any) -> bool:
+        return bool(path.exists())
+
+    def _remove(self, path: Any) -> None:
+        path.unlink()
+
+    def _write_jobs(self, jobs: list[tuple[str, list[WriteItem]]], planner: SavePlanner,
+                    values: dict[Any, list[Any]]) -> list[WriteResult]:
+        return _write_files(self.path, jobs, planner, values, max(self.thread_count, _MIN_WORKERS), self.sync_files)
+
+    def _file_count(self, items: list[WriteItem]) -> int:
+        return self.thread_count
+
+    def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
+        self._make_root()
         existing = self._metadata_path(None if self.use_collectives else 0)
-        if existing.exists() and not self.overwrite:
+        if self._exists(existing) and not self.overwrite:
             raise RuntimeError(f"Checkpoint already exists at {self.path} and overwrite=False.")
         if self.rank is not None and not self.use_collectives:
             own = self._metadata_path(self.rank)
-            if own.exists():
-                own.unlink()
+            if self._exists(own):
+                self._remove(own)
             plan = dataclasses.replace(plan, storage_data=_Prefix(f"__{self.rank}_"))
         return plan
 
     def prepare_global_plan(self, plans: list[SavePlan]) -> list[SavePlan]:
         # Runs on the coordinator before any rank writes data: an older checkpoint stops being loadable now.
         old = self._metadata_path()
-        if old.exists():
-            old.unlink()
+        if self._exists(old):
+            self._remove(old)
         return [
             dataclasses.replace(plan, storage_data=_Prefix(f"__{i}_")) if plan.storage_data is None else plan
             for i, plan in enumerate(plans)
@@ -290,11 +312,11 @@ class FileSystemWriter(StorageWriter, _Stager):  # type: ignore[misc]
         values = {item.index: value_record(item.index.fqn, _lookup(planner, item))
                   for item in plan.items if item.type == WriteItemType.BYTE_IO}
         if self.single_file_per_rank:
-            groups = _buckets(plan.items, self.thread_count)
+            groups = _buckets(plan.items, self._file_count(plan.items))
         else:
             groups = [[item] for item in plan.items]
         jobs = [(f"{prefix}{n}{SUFFIX}", group) for n, group in enumerate(groups)]
-        results = _write_files(self.path, jobs, planner, values, max(self.thread_count, _MIN_WORKERS), self.sync_files)
+        results = self._write_jobs(jobs, planner, values)
         done: Future[list[WriteResult]] = Future()
         done.set_result(results)
         return done
@@ -305,9 +327,11 @@ class FileSystemWriter(StorageWriter, _Stager):  # type: ignore[misc]
         metadata.storage_data = {wr.index: wr.storage_data for wrs in results for wr in wrs}
         if StorageMeta is not None:
             metadata.storage_meta = self.storage_meta()
-        data = dumps_metadata(metadata)
         local = self.rank is not None and not self.use_collectives
-        final = self._metadata_path(self.rank if local else None)
+        self._commit(self._metadata_path(self.rank if local else None), dumps_metadata(metadata))
+
+    def _commit(self, final: Any, data: bytes) -> None:
+        """Write the metadata, the checkpoint's commit point: whole or not at all."""
         tmp = final.with_name(final.name + ".tmp")
         with open(tmp, "wb") as out:
             out.write(data)
