@@ -64,3 +64,93 @@ def _serve() -> None:
 
 if __name__ == "__main__":
     _serve()
+
+
+class FaultProxy:
+    """An HTTP proxy on 127.0.0.1 in front of the server that fails chosen requests.
+
+    ``fault(method, path_and_query)`` decides per request: None forwards it; ``"500"`` answers
+    500 InternalError without forwarding; ``"reset"`` forwards it, then sends the reply's headers
+    and half its body and resets the connection (a read cut mid-stream); ``"reset-upload"`` reads
+    half the request body and resets (a write cut mid-stream).  ``seen`` lists the requests.
+    """
+
+    def __init__(self, upstream_port: int, fault: Any) -> None:
+        import http.server
+        import threading
+
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _reset(self) -> None:
+                import socket
+                import struct
+
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.connection.close()
+                self.close_connection = True
+
+            def _body(self) -> bytes:
+                length = int(self.headers.get("Content-Length") or 0)
+                return self.rfile.read(length) if length else b""
+
+            def _any(self) -> None:
+                import http.client
+
+                action = proxy.fault(self.command, self.path)
+                proxy.seen.append((self.command, self.path, action))
+                if action == "reset-upload":
+                    length = int(self.headers.get("Content-Length") or 0)
+                    self.rfile.read(length // 2)
+                    self._reset()
+                    return
+                body = self._body()
+                if action == "500":
+                    reply = b"<Error><Code>InternalError</Code><Message>injected</Message></Error>"
+                    self.send_response(500)
+                    self.send_header("Content-Type", "application/xml")
+                    self.send_header("Content-Length", str(len(reply)))
+                    self.end_headers()
+                    self.wfile.write(reply)
+                    return
+                upstream = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=60)
+                try:
+                    headers = {k: v for k, v in self.headers.items() if k.lower() not in ("connection", "expect")}
+                    upstream.request(self.command, self.path, body=body, headers=headers)
+                    response = upstream.getresponse()
+                    data = response.read()
+                finally:
+                    upstream.close()
+                self.send_response(response.status)
+                for key, value in response.getheaders():
+                    if key.lower() not in ("transfer-encoding", "connection", "content-length", "server", "date"):
+                        self.send_header(key, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if action == "reset" and self.command != "HEAD":
+                    self.wfile.write(data[: len(data) // 2])
+                    self.wfile.flush()
+                    self._reset()
+                    return
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _any
+
+        self.upstream_port = upstream_port
+        self.fault = fault
+        self.seen: list[tuple[str, str, Any]] = []
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

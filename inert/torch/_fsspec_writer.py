@@ -86,6 +86,7 @@ class FsspecWriter(FileSystemWriter):
 
     def _open(self, url: str) -> None:
         self.url = url
+        self.path = url  # type: ignore[assignment]  # messages name the URL
         self.store, self.root = filesystem(url, self.storage_options)
 
     def reset(self, checkpoint_id: str | os.PathLike[str] | None = None) -> None:
