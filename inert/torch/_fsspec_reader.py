@@ -47,7 +47,7 @@ from ._threads import SharedTasks
 __all__ = ["FsspecReader", "PART_SIZE"]
 
 #: Bytes per request: a run of small records, or a part of a large one.
-PART_SIZE = 8 << 20
+PART_SIZE = 32 << 20
 #: Records further apart than this are fetched in separate requests.
 _GAP = 4096
 

@@ -33,13 +33,13 @@ from ._writer import _COUNT, FileSystemWriter, _layout, _Slot, resolved_bytes
 __all__ = ["FsspecWriter"]
 
 #: A rank's data is spread over objects of about this size, uploaded in parallel.
-OBJECT_SIZE = 64 << 20
+OBJECT_SIZE = 32 << 20
 #: Most data objects per rank.
 _MAX_OBJECTS = 64
 #: Uploads at once, whatever ``thread_count`` (the number of objects) is.
 _MIN_STREAMS = 4
 #: Bytes buffered by an object's stream before it uploads them as one part.
-_UPLOAD_PART = 16 << 20
+_UPLOAD_PART = 64 << 20
 
 
 def _payload_bytes(item: WriteItem) -> int:
