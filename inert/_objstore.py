@@ -72,7 +72,8 @@ def read_bounded(fs: Any, path: str, limit: int) -> bytes:
 
 
 def object_sizes(fs: Any, root: str) -> dict[str, int]:
-    """The size of every object directly under ``root``, by name, from one listing."""
+    """The size of every object directly under ``root``, by name, from one listing (never a cached one)."""
+    fs.invalidate_cache(root)
     entries = request("listing", fs, root, fs.ls, root, detail=True)
     return {entry["name"].rstrip("/").rsplit("/", 1)[-1]: int(entry["size"]) for entry in entries
             if entry.get("type") == "file"}
@@ -115,10 +116,8 @@ def commit(fs: Any, path: str, data: bytes, *, exclusive: bool, sync: bool = Tru
         raise FileExistsError(f"{display(fs, path)} already exists")
     try:
         request("writing", fs, path, fs.pipe_file, path, data, mode="create" if exclusive else "overwrite")
-    except StorageError as exc:  # S3's answer to If-None-Match when another writer got there first
-        if exclusive and "Precondition" in str(exc):
-            raise FileExistsError(f"{display(fs, path)} appeared while this one was written") from exc
-        raise
+    except FileExistsError as exc:  # s3fs's answer to S3's 412 when another writer got there first
+        raise FileExistsError(f"{display(fs, path)} appeared while this one was written") from exc
 
 
 def open_for_writing(fs: Any, path: str, block_size: int) -> Any:

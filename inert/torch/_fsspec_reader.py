@@ -195,7 +195,6 @@ class FsspecReader(FileSystemReader):
 
     def _file_size(self, name: str) -> int:
         if self._sizes is None:
-            request("listing", self.store, self._root, self.store.invalidate_cache, self._root)
             self._sizes = object_sizes(self.store, self._root)
         if name not in self._sizes:
             raise FileNotFoundError(f"{display(self.store, join(self._root, name))}: data object missing from the checkpoint")
