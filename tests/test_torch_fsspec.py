@@ -256,6 +256,14 @@ def test_a_read_failing_mid_load_is_a_storage_error(s3: S3Server, action: str) -
         proxy.close()
 
 
+def test_a_storage_error_crosses_processes_intact() -> None:
+    import pickle
+
+    error = StorageError("reading bytes 0-8 of s3://b/ckpt/__0_0.distcp failed: OSError: reset")
+    copy = pickle.loads(pickle.dumps(error))  # DCP gathers each rank's error from the others
+    assert type(copy) is StorageError and isinstance(copy, OSError) and str(copy) == str(error)
+
+
 def test_one_500_is_retried_by_the_backend() -> None:
     server = S3Server()
     try:
