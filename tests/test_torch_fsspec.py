@@ -211,7 +211,7 @@ def test_a_write_failing_mid_save_leaves_nothing_loadable(s3: S3Server, action: 
     parts = []
 
     def fault(method: str, path: str) -> str | None:
-        if method == "PUT" and "partNumber=" in path:  # the data objects' upload parts
+        if method == "PUT" and ".distcp" in path:  # the data objects' uploads (whole, or parts)
             parts.append(path)
             return action if len(parts) >= 2 else None
         return None
@@ -325,7 +325,7 @@ def test_the_server_stopped_mid_save_is_a_storage_error() -> None:
         parts = []
 
         def fault(method: str, path: str) -> str | None:
-            if method == "PUT" and "partNumber=" in path:
+            if method == "PUT" and ".distcp" in path:
                 parts.append(path)
                 if len(parts) == 2:
                     server.stop()
@@ -335,7 +335,7 @@ def test_the_server_stopped_mid_save_is_a_storage_error() -> None:
         try:
             options = server.options(proxy.endpoint, skip_instance_cache=True, **NO_RETRIES)
             with pytest.raises(BaseException) as caught:
-                dcp.save({"big": torch.arange(12 << 20, dtype=torch.float32)},
+                dcp.save({"a": torch.arange(6 << 20, dtype=torch.float32), "b": torch.ones(6 << 20)},  # two objects
                          storage_writer=FsspecWriter(url, storage_options=options), no_dist=True)
             assert isinstance(failure(caught.value), StorageError), repr(caught.value)
         finally:
