@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from inert._cli_support import USAGE, CommandError
 from inert._errors import InertError, StorageError
 from inert._inspect import MANIFEST_NAME, METADATA_NAME, checkpoint_summary, dump_summary, inert_view
 from inert._objstore import filesystem, join, object_sizes, read_bounded
@@ -44,6 +45,13 @@ def _files(names: list[str], sizes: dict[str, int]) -> list[dict[str, Any]]:
 
 
 def inspect_url(url: str) -> dict[str, Any]:
+    try:
+        return _inspect(url)
+    except StorageError as exc:  # an I/O error, as an unreadable local file is
+        raise CommandError(str(exc), USAGE) from None
+
+
+def _inspect(url: str) -> dict[str, Any]:
     from inert.codecs import checkpoint_metadata, dump_manifest
 
     kind, fs, root, sizes = _kind(url)
@@ -62,7 +70,11 @@ def inspect_url(url: str) -> dict[str, Any]:
 
 
 def verify_url(url: str, *, threads: int = 4) -> Report:
-    kind, _fs, _root, sizes = _kind(url)
+    """Verify the checkpoint or dump at ``url``; a failed request is a ``CommandError`` (exit 2, an I/O error)."""
+    try:
+        kind, _fs, _root, sizes = _kind(url)
+    except StorageError as exc:
+        raise CommandError(str(exc), USAGE) from None
     report = Report(kind)
     try:
         if kind == "inert-checkpoint":
@@ -76,8 +88,10 @@ def verify_url(url: str, *, threads: int = 4) -> Report:
             report.problems.append(f"{url} is not a checkpoint or dump (no .metadata, no MANIFEST object)")
     except InertError as exc:
         report.problems.append(f"{url}: {exc}")
-    except (StorageError, FileNotFoundError, RuntimeError) as exc:  # RuntimeError: a dtype this torch lacks
+    except (FileNotFoundError, RuntimeError) as exc:  # RuntimeError: a dtype this torch lacks
         report.problems.append(f"{url}: {exc}")
+    except StorageError as exc:
+        raise CommandError(str(exc), USAGE) from None
     return report
 
 

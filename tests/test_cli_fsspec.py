@@ -29,8 +29,9 @@ def s3() -> Iterator[S3Server]:
         server.stop()
 
 
-def cli(s3: S3Server, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, AWS_ENDPOINT_URL_S3=s3.endpoint, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
+def cli(s3: S3Server | None, *args: str, endpoint: str = "") -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, AWS_ENDPOINT_URL_S3=endpoint or (s3.endpoint if s3 else ""), AWS_ACCESS_KEY_ID="testing",
+               AWS_SECRET_ACCESS_KEY="testing",
                AWS_DEFAULT_REGION="us-east-1")
     return subprocess.run([sys.executable, "-m", "inert", *args], env=env, capture_output=True, text=True, timeout=120)
 
@@ -63,3 +64,14 @@ def test_inspect_and_verify_a_dump_and_refuse_what_is_neither(s3: S3Server) -> N
     assert checked.returncode == 0 and checked.stdout.startswith("inert: verify: OK: 3 files, 5 records"), checked
     nothing = cli(s3, "verify", f"s3://{bucket}/nothing")
     assert nothing.returncode == 1 and "not a checkpoint or dump" in nothing.stderr, nothing
+
+
+def test_an_unreachable_store_is_an_io_error() -> None:
+    import socket
+
+    with socket.socket() as probe:  # a port of this host with nothing listening
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    for command in ("inspect", "verify"):
+        result = cli(None, command, "s3://bucket/ckpt", endpoint=f"http://127.0.0.1:{port}")
+        assert result.returncode == 2 and "listing s3://bucket/ckpt failed" in result.stderr, result
