@@ -344,6 +344,32 @@ def test_the_server_stopped_mid_save_is_a_storage_error() -> None:
         server.stop()
 
 
+def test_a_save_killed_mid_upload_leaves_nothing_loadable(s3: S3Server) -> None:
+    url = f"s3://{s3.new_bucket()}/ckpt"
+    dcp.save({"w": torch.zeros(4)}, storage_writer=FsspecWriter(url, storage_options=s3.options()), no_dist=True)
+    uploads: list[str] = []
+    saver: list[subprocess.Popen[str]] = []
+
+    def fault(method: str, path: str) -> str | None:
+        if method == "PUT" and ".distcp" in path:
+            uploads.append(path)
+            if len(uploads) == 2:  # SIGKILL while a data object is on its way: no cleanup runs
+                saver[0].kill()
+                return "reset-upload"
+        return None
+
+    proxy = FaultProxy(s3.port, fault)
+    try:
+        env = dict(os.environ, INERT_S3_ENDPOINT=proxy.endpoint)
+        saver.append(subprocess.Popen([sys.executable, __file__, "plain-save", url], env=env, text=True,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+        _, err = saver[0].communicate(timeout=240)
+    finally:
+        proxy.close()
+    assert saver[0].returncode == -9 and len(uploads) == 2, err[-2000:]
+    _no_checkpoint(url, s3.options())  # the older checkpoint was retired first, the new one never committed
+
+
 # -- several processes ------------------------------------------------------------------------------
 
 
@@ -385,6 +411,10 @@ def _worker(scenario: str, url: str) -> None:
     warnings.filterwarnings("ignore")
     options = {"key": "testing", "secret": "testing", "endpoint_url": os.environ["INERT_S3_ENDPOINT"],
                "client_kwargs": {"region_name": "us-east-1"}}
+    if scenario == "plain-save":  # one process, two data objects (killed by the test while it uploads)
+        state = {"a": torch.arange(6 << 20, dtype=torch.float32), "b": torch.ones(6 << 20)}
+        dcp.save(state, storage_writer=FsspecWriter(url, storage_options=options), no_dist=True)
+        return
     dist.init_process_group("gloo", init_method=os.environ["INERT_RENDEZVOUS"], rank=int(os.environ["RANK"]),
                             world_size=int(os.environ["WORLD_SIZE"]), timeout=datetime.timedelta(seconds=120))
     rank = dist.get_rank()
