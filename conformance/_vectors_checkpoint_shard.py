@@ -1,4 +1,5 @@
-"""Vectors of ``checkpoint-shard``: whole shard files, and one record on its own (``checkpoint-shard.record``)."""
+"""Vectors of ``checkpoint-shard``: whole shard files, one record on its own (``checkpoint-shard.record``),
+and (version 2) what a ZSTD body inflates to (``checkpoint-shard.inflated``)."""
 
 from __future__ import annotations
 
@@ -20,12 +21,15 @@ from ._filelib import (
     TORCH_ZIP,
     Frame,
     b64,
-    header,
     record,
     tensor_body,
     tensor_value,
     value_body,
+    zstd_body,
+    zstd_frame,
+    zstd_value,
 )
+from ._filelib import header as file_header
 from ._vectorlib import U64_MAX, Corpus, Piece
 
 MAGIC = b"\x89INRTSH\n"
@@ -53,7 +57,7 @@ def _nested(depth: int) -> bytes:
     return b"\x91" * (depth - 1) + b"\x90"
 
 
-def body_vectors(c: Corpus, f: Frame) -> Piece:
+def body_vectors(c: Corpus, f: Frame, unknown_kinds: tuple[int, ...] = (0, 3, 0xFF)) -> Piece:
     """The vectors of a record body (tensor or value) framed by ``f``; the representative record."""
     rep = f.tensor("FLOAT32", [2, 3], bytes(range(24)))
     c.accept("Representative", "a 2x3 float32 tensor", rep)
@@ -75,7 +79,7 @@ def body_vectors(c: Corpus, f: Frame) -> Piece:
     for byte in (2, 0x80, 0xFF):
         c.reject(f"BoolByte{byte:02X}", f"a bool byte {byte}", f.wrap(tensor_body(f.start, "BOOL", [2], bytes([1, byte]))),
                  "invalid-value")
-    for kind in (0, 3, 0xFF):
+    for kind in unknown_kinds:
         c.reject(f"Kind{kind:02X}Unknown", f"record kind {kind}", f.wrap(bytes([kind]) + bytes(8)), "unknown-tag")
     for code in (0, len(DTYPES) + 1, 0xFF):
         c.reject(f"Dtype{code:02X}Unknown", f"dtype {code}", f.wrap(tensor_body(f.start, code, [1], b"\x00")), "unknown-tag")
@@ -206,9 +210,20 @@ def body_vectors(c: Corpus, f: Frame) -> Piece:
     return rep
 
 
-def build_record() -> Corpus:
-    c = Corpus("checkpoint-shard.record", 1)
-    rep = body_vectors(c, Frame())
+#: checkpoint-shard version 2's limits on a ZSTD body, copied from the spec.
+MAX_INFLATED = MAX_TENSOR_BYTES + 1024
+MIN_INFLATED = 6
+#: What the representative ZSTD record inflates to: the body of a float32 [2, 3] tensor.
+INFLATED = tensor_body(0, "FLOAT32", [2, 3], bytes(range(24)))
+
+
+def zstd(inflated_length: int, frame: bytes, start: int = 0) -> Piece:
+    return record(zstd_body(start, inflated_length, frame), zstd_value(inflated_length, frame))
+
+
+def build_record(version: int = 1) -> Corpus:
+    c = Corpus("checkpoint-shard.record", version)
+    rep = body_vectors(c, Frame(), (0, 3, 0xFF) if version == 1 else (0, 4, 0xFF))
     c.truncations("Representative", "the representative tensor record", rep)
     c.truncations("Value", "a value record", value({"a": 1}))
     c.refuse_write("BoolByte", "a bool tensor holding the byte 2",
@@ -217,21 +232,84 @@ def build_record() -> Corpus:
                    {"body": {"kind": "TENSOR", "dtype": "FLOAT32", "shape": [2], "data": b64(bytes(4))}}, "write-value")
     c.refuse_write("UnknownDtype", "dtype FLOAT128",
                    {"body": {"kind": "TENSOR", "dtype": "FLOAT128", "shape": [], "data": b64(bytes(16))}}, "write-value")
+    if version >= 2:
+        zstd_vectors(c)
     return c
 
 
-def shard_file(magic: bytes, group: str, item: str, records: list[Piece], version: int = 1) -> Piece:
+def build_record_v2() -> Corpus:
+    """Version 2's records: version 1's bodies, and ZSTD bodies."""
+    return build_record(2)
+
+
+def zstd_vectors(c: Corpus) -> None:
+    """A ZSTD body's own rules: what is declared and stored, checked before anything is inflated."""
+    frame = zstd_frame(INFLATED)
+    rep = zstd(len(INFLATED), frame)
+    c.accept("ZstdRepresentative", "a ZSTD body holding a float32 [2, 3] tensor's body", rep)
+    c.accept("ZstdRle", "a ZSTD body of one RLE block: 4096 inflated bytes from 4",
+             zstd(4096, zstd_frame(b"\x02" * 4096, rle=True)))
+    c.accept("ZstdInflatedMin", "the shortest inflated length, 6", zstd(MIN_INFLATED, zstd_frame(value_body(b"\xc0"))))
+    c.accept("ZstdInflatedMax", "the longest inflated length, 2**48 + 1024, declared", zstd(MAX_INFLATED, frame))
+    c.accept("ZstdFrameNotChecked", "frame bytes that are no zstd frame: the record's grammar does not inflate",
+             zstd(64, b"not a frame"))
+    for length in (0, MIN_INFLATED - 1, MAX_INFLATED + 1, U64_MAX):
+        c.reject(f"ZstdInflated{length}", f"an inflated length of {length}",
+                 record(zstd_body(0, length, frame), None).data, "invalid-value")
+    for codec in (0, 2, 0xFF):
+        c.reject(f"ZstdCodec{codec:02X}Unknown", f"compression codec {codec}",
+                 record(zstd_body(0, len(INFLATED), frame, codec=codec), None).data, "unknown-tag")
+    c.reject("ZstdFrameBeyondInput", "a frame of 1 MiB declared, 10 bytes present",
+             zstd_body(0, len(INFLATED), frame[:10], length=1 << 20), "truncated")
+    c.reject("ZstdFrameAboveLimit", "a frame of 2**48 + 1 bytes declared",
+             zstd_body(0, len(INFLATED), b"", length=MAX_TENSOR_BYTES + 1), "limit")
+    padded = bytearray(rep.data)
+    padded[30] = 1
+    c.reject("ZstdPaddingNonZero", "a non-zero byte in the padding before the frame", bytes(padded), "invalid-value")
+    flipped = bytearray(rep.data)
+    flipped[70] ^= 0x01
+    c.reject("ZstdFrameFlipped", "one bit of the stored frame flipped: the CRC-32 covers what is stored",
+             bytes(flipped), "checksum")
+    c.truncations("Zstd", "the representative ZSTD record", rep)
+
+
+def build_inflated() -> Corpus:
+    """What a version 2 ZSTD body inflates to: a version 1 body, offsets counted from its first byte."""
+    c = Corpus("checkpoint-shard.inflated", 2)
+    tensor_piece = Piece(INFLATED, tensor_value("FLOAT32", [2, 3], bytes(range(24))))
+    c.accept("Tensor", "a float32 [2, 3] tensor's body", tensor_piece)
+    c.accept("Value", "a value's body", Piece(value_body(b"\x81\xa4step\x07"), {"kind": "VALUE", "value": {"step": 7}}))
+    c.reject("ZstdInside", "a ZSTD body inside a ZSTD body: never nested", zstd_body(0, 64, zstd_frame(INFLATED)),
+             "unknown-tag")
+    c.reject("WithChecksum", "a tensor's body followed by a CRC-32: the inflated bytes carry none",
+             record(INFLATED, None).data, "trailing-bytes")
+    c.reject("PaddingShort", "the tensor bytes right after the header, not at offset 64",
+             tensor_body(0, "UINT8", [60], b"\x01" * 60, pad=b""), "invalid-value")
+    c.truncations("Tensor", "a tensor's body", tensor_piece)
+    return c
+
+
+def shard_file_of(magic: bytes, group: str, item: str, records: list[Piece], version: int = 1) -> Piece:
     """A shard file: header, record count, each record at the next multiple of 64, as ``{group: [{item: ...}]}``."""
-    data = header(magic, version) + struct.pack("<I", len(records))
+    data = file_header(magic, version) + struct.pack("<I", len(records))
     for piece in records:
         data += bytes(-len(data) % ALIGN) + piece.data
     return Piece(data, {group: [{item: piece.value} for piece in records]})
 
 
 def file_vectors(c: Corpus, magic: bytes, group: str, item: str, first: Piece, second: Piece,
-                 back_to_back: tuple[Piece, Piece]) -> None:
+                 back_to_back: tuple[Piece, Piece], known: tuple[int, ...] = (1,)) -> None:
     """The vectors of a shard file of records (checkpoint-shard, dump-shard): ``first`` a tensor record at
-    offset 64, ``second`` a record after it, ``back_to_back`` a record 64 bytes long and another."""
+    offset 64, ``second`` a record after it, ``back_to_back`` a record 64 bytes long and another.
+    The file is of version ``c.version``; ``known`` are the versions the format registers."""
+    version = c.version
+
+    def header(magic: bytes, version: int = version) -> bytes:
+        return file_header(magic, version)
+
+    def shard_file(magic: bytes, group: str, item: str, records: list[Piece]) -> Piece:
+        return shard_file_of(magic, group, item, records, version)
+
     rep = shard_file(magic, group, item, [first, second])
     c.accept("Representative", "a tensor record and a value record", rep)
     c.accept("NoRecords", "a file of no records", shard_file(magic, group, item, []))
@@ -251,8 +329,8 @@ def file_vectors(c: Corpus, magic: bytes, group: str, item: str, first: Piece, s
                              ("OtherInertFile", "another Inert format's file", other + b"\x01\x00" + bytes(8)),
                              ("MagicOneBitOff", "the magic with one bit flipped", one_off + b"\x01\x00" + bytes(4))):
         c.reject(f"Foreign{name}", f"{what}, not a shard file", data, "foreign-format")
-    for version in (0, 2, 0xFFFF):
-        c.reject(f"Version{version}", f"format_version {version}", header(magic, version) + bytes(4), "version")
+    for unknown in (0, max(known) + 1, 0xFFFF):
+        c.reject(f"Version{unknown}", f"format_version {unknown}", header(magic, unknown) + bytes(4), "version")
     c.reject("CountBeyondInput", "1000 records declared, none present", header(magic) + struct.pack("<I", 1000), "truncated")
     c.reject("CountAboveLimit", "2**24 + 1 records declared", header(magic) + struct.pack("<I", (1 << 24) + 1), "limit")
     padded = bytearray(rep.data)
@@ -272,9 +350,22 @@ def file_vectors(c: Corpus, magic: bytes, group: str, item: str, first: Piece, s
                  rep.data[:cut], "truncated")
 
 
-def build() -> Corpus:
-    c = Corpus("checkpoint-shard", 1)
+def build(version: int = 1) -> Corpus:
+    c = Corpus("checkpoint-shard", version)
     # 9 bytes of framing and a 55-byte document: the record fills 64 bytes, the next one needs no padding.
     file_vectors(c, MAGIC, "records", "record", tensor("FLOAT32", [2, 3], bytes(range(24)), start=64),
-                 value({"step": 7}), (value(bytes(53)), value(None)))
+                 value({"step": 7}), (value(bytes(53)), value(None)), known=(1, 2))
+    zstd_record = zstd(len(INFLATED), zstd_frame(INFLATED))
+    if version == 1:
+        c.reject("ZstdRecord", "a version 2 ZSTD record in a version 1 file", shard_file_of(MAGIC, "records", "record",
+                 [zstd_record], 1).data, "unknown-tag")
+    else:
+        c.accept("ZstdRecords", "a ZSTD record beside a tensor and a value record", shard_file_of(
+            MAGIC, "records", "record", [tensor("FLOAT32", [2, 3], bytes(range(24)), start=64), zstd_record,
+                                         value({"step": 7})], 2))
     return c
+
+
+def build_v2() -> Corpus:
+    """Version 2: version 1's files under a version 2 header, and ZSTD records."""
+    return build(2)

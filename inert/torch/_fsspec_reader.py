@@ -34,7 +34,8 @@ from typing import Any
 import torch
 from torch.distributed.checkpoint.planner import LoadItemType, ReadItem
 
-from inert._errors import ChecksumError, TruncatedError
+from inert._codec_runtime import read_file_header
+from inert._errors import ChecksumError, InertError, TruncatedError
 from inert._objstore import display, filesystem, is_url, join, object_sizes, read_bounded, read_range, request
 from inert.codecs import checkpoint_metadata as metadata_codec
 from inert.codecs import checkpoint_shard as shard
@@ -51,7 +52,8 @@ PART_SIZE = 32 << 20
 #: Records further apart than this are fetched in separate requests.
 _GAP = 4096
 
-_Entry = tuple[str, ReadItem, InertStorageInfo]
+#: A record to read: its object, where it lies, and the read items that take parts of it.
+_Entry = tuple[str, InertStorageInfo, list[ReadItem]]
 _Loaded = tuple[ReadItem, Any, Any]
 
 
@@ -200,6 +202,15 @@ class FsspecReader(FileSystemReader):
             raise FileNotFoundError(f"{display(self.store, join(self._root, name))}: data object missing from the checkpoint")
         return self._sizes[name]
 
+    def file_version(self, name: str) -> int:
+        if name not in self._file_versions:
+            head = read_range(self.store, join(self._root, name), 0, shard.HEADER_SIZE)
+            try:
+                self._file_versions[name] = read_file_header(shard.FORMAT, head, shard.MAGIC, shard.VERSIONS)
+            except InertError as exc:
+                raise exc.within(name) from None
+        return self._file_versions[name]
+
     def _fetch(self, name: str, start: int, end: int) -> bytes:
         data = read_range(self.store, join(self._root, name), start, end)
         if len(data) > end - start:
@@ -211,9 +222,9 @@ class FsspecReader(FileSystemReader):
         """``work`` (in object order) as requests: neighbouring small records together, a large one alone."""
         run: list[_Entry] = []
         for entry in work:
-            name, _, info = entry
+            name, info, _ = entry
             if run:
-                first, last = run[0][2], run[-1][2]
+                first, last = run[0][1], run[-1][1]
                 if (name != run[-1][0] or info.offset - (last.offset + last.length) > _GAP
                         or info.offset + info.length - first.offset > self.part_size):
                     yield run
@@ -238,13 +249,13 @@ class FsspecReader(FileSystemReader):
     def _load_run(self, run: list[_Entry], buffers: _Buffers, resolve: Resolve | None,
                   shared: SharedTasks | None) -> list[_Loaded] | None:
         """Fetch and check the records of one request (a large record may be handed out in parts)."""
-        name, item, info = run[0]
+        name, info, items = run[0]
         if len(run) == 1 and info.length > self.part_size:
-            return self._load_large(name, item, info, buffers, resolve, shared)
-        start, end = info.offset, run[-1][2].offset + run[-1][2].length
+            return self._load_large(name, info, items, buffers, resolve, shared)
+        start, end = info.offset, run[-1][1].offset + run[-1][1].length
         data = memoryview(self._fetch(name, start, end))
-        loaded = []
-        for name, item, info in run:
+        loaded: list[_Loaded] = []
+        for name, info, items in run:
             lo = info.offset - start
             if lo + info.length > len(data):
                 raise TruncatedError("checkpoint-shard", start + len(data), name,
@@ -252,13 +263,14 @@ class FsspecReader(FileSystemReader):
             buffer = buffers.take(info.length)
             view = memoryview(buffer.numpy())[: info.length]  # type: ignore[arg-type]
             view[:] = data[lo : lo + info.length]
-            loaded.append(self._checked_whole(view, buffer, name, item, info, buffers, resolve))
+            loaded.extend(self._checked_whole(view, buffer, name, info, items, buffers, resolve))
         return loaded
 
-    def _load_large(self, name: str, item: ReadItem, info: InertStorageInfo, buffers: _Buffers, resolve: Resolve | None,
-                    shared: SharedTasks | None) -> list[_Loaded] | None:
+    def _load_large(self, name: str, info: InertStorageInfo, items: list[ReadItem], buffers: _Buffers,
+                    resolve: Resolve | None, shared: SharedTasks | None) -> list[_Loaded] | None:
         direct = None
-        if item.type == LoadItemType.TENSOR and resolve is not None:
+        item = items[0]
+        if len(items) == 1 and item.type == LoadItemType.TENSOR and resolve is not None:
             direct = self._direct_target(item, info, resolve)
         if direct is not None:
             first = memoryview(self._fetch(name, info.offset, info.offset + self.part_size))
@@ -283,14 +295,15 @@ class FsspecReader(FileSystemReader):
                     shared.spill([functools.partial(record.read, index) for index in range(len(record.spans))])
                     return None
         view, buffer = self._fetch_whole(name, info, buffers)
-        return [self._checked_whole(view, buffer, name, item, info, buffers, resolve)]
+        return self._checked_whole(view, buffer, name, info, items, buffers, resolve)
 
     def _records(self, items: list[ReadItem], buffers: _Buffers, resolve: Resolve | None) -> Iterator[_Loaded]:
         """Every record of ``items``, checked (see ``FileSystemReader._records`` for what comes back)."""
         self._sizes = None
         per_file = self._placed(items)
-        work = [(name, item, info) for name, pairs in per_file.items()
-                for item, info in sorted(pairs, key=lambda p: p[1].offset)]
+        for name in per_file:  # records are decoded by their object's format_version
+            self.file_version(name)
+        work = [(name, info, record_items) for name, records in per_file.items() for info, record_items in records]
         runs = list(self._runs(work))
         if resolve is not None:
             shared = SharedTasks()

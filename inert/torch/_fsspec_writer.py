@@ -27,8 +27,9 @@ from torch.distributed.checkpoint.storage import WriteResult
 from inert._objstore import abandon, commit, filesystem, is_url, join, open_for_writing, remove_quietly, request
 
 from ._metadata import InertStorageInfo
+from ._options import DEFAULT_SERIALIZATION_FORMAT
 from ._payload import BLOCK, crc32
-from ._writer import _COUNT, FileSystemWriter, _layout, _Slot, resolved_bytes
+from ._writer import _COUNT, FileSystemWriter, _layout, _Slot, resolve_tensor, tensor_bytes
 
 __all__ = ["FsspecWriter"]
 
@@ -73,13 +74,11 @@ class FsspecWriter(FileSystemWriter):
         object_size: int = OBJECT_SIZE,
         **kwargs: Any,
     ) -> None:
-        if _extensions:
-            raise ValueError("inert.torch.FsspecWriter takes no stream extensions: Inert's records carry their own CRC-32s")
-        if serialization_format is not None and getattr(serialization_format, "name", None) != "TORCH_SAVE":
-            raise ValueError(f"inert.torch.FsspecWriter writes Inert's formats; serialization_format={serialization_format} "
-                             "is DCP's own choice of format, leave it unset")
+        if _extensions:  # compressed records are written by FileSystemWriter only, for now
+            raise ValueError("inert.torch.FsspecWriter takes no stream extensions (compression: FileSystemWriter)")
         super().__init__(os.fspath(path), single_file_per_rank, sync_files, thread_count, per_thread_copy_ahead,
-                         cache_staged_state_dict, overwrite)
+                         cache_staged_state_dict, overwrite, None,
+                         DEFAULT_SERIALIZATION_FORMAT if serialization_format is None else serialization_format)
         self.storage_options = {**(storage_options or {}), **kwargs}
         self.object_size = max(1, object_size)
         self._open(os.fspath(path))
@@ -158,7 +157,7 @@ class FsspecWriter(FileSystemWriter):
         if slot.item.type == WriteItemType.BYTE_IO:
             write(slot.head)
             return int(_COUNT.unpack(slot.head[-4:])[0])
-        data = resolved_bytes(slot, planner)
+        data = tensor_bytes(resolve_tensor(slot.item, planner))[1]  # the view keeps a contiguous copy alive
         write(slot.head)
         crc = crc32(slot.head)
         for at in range(0, len(data), BLOCK):
