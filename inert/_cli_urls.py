@@ -96,6 +96,7 @@ def verify_url(url: str, *, threads: int = 4) -> Report:
 
 
 def _verify_checkpoint(url: str, report: Report, sizes: dict[str, int], threads: int) -> None:
+    import torch
     from torch.distributed.checkpoint.metadata import BytesStorageMetadata, MetadataIndex
 
     from inert.torch import FsspecReader
@@ -116,7 +117,7 @@ def _verify_checkpoint(url: str, report: Report, sizes: dict[str, int], threads:
     report.records = len(items)
     buffers = _Buffers(keep=2 * threads)
     for _item, _loaded, buffer in reader._records(items, buffers, None):  # every record decoded, every CRC-32 checked
-        if buffer is not None:
+        if isinstance(buffer, torch.Tensor):  # (not None, nor the marker of a buffer shared by a record's items)
             buffers.give(buffer)
 
 
