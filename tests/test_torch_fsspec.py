@@ -6,17 +6,16 @@ dcp.async_save, load_tensors, several gloo ranks; damaged objects; requests that
 
 from __future__ import annotations
 
-import datetime
 import os
 import subprocess
 import sys
-import tempfile
 import uuid
 import warnings
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import ranks
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
@@ -373,31 +372,15 @@ def test_a_save_killed_mid_upload_leaves_nothing_loadable(s3: S3Server) -> None:
 # -- several processes ------------------------------------------------------------------------------
 
 
-def _run_ranks(scenario: str, url: str, endpoint: str, world: int = 2) -> None:
-    with tempfile.TemporaryDirectory() as rendezvous:
-        env = dict(os.environ, INERT_RENDEZVOUS=f"file://{rendezvous}/store", WORLD_SIZE=str(world),
-                   INERT_S3_ENDPOINT=endpoint)
-        procs = [subprocess.Popen([sys.executable, __file__, scenario, url], env=dict(env, RANK=str(rank)),
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in range(world)]
-        try:
-            for rank, proc in enumerate(procs):
-                _, err = proc.communicate(timeout=240)
-                assert proc.returncode == 0, f"rank {rank}: {err[-3000:]}"
-        finally:
-            for proc in procs:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-
-
-def test_two_gloo_ranks_save_to_s3_then_two_and_one_load(s3: S3Server) -> None:
+def test_two_gloo_ranks_save_to_s3_then_two_and_one_load(s3: S3Server, monkeypatch: pytest.MonkeyPatch) -> None:
     from test_torch_multirank import COLS, ROWS, full
 
+    monkeypatch.setenv("INERT_S3_ENDPOINT", s3.endpoint)
     url = f"s3://{s3.new_bucket()}/ckpt"
-    _run_ranks("save", url, s3.endpoint)
+    ranks.ok(ranks.run_ranks(__file__, ["save", url], world=2))
     names = set(_objects(s3, url))
     assert ".metadata" in names and {"__0_0.distcp", "__1_0.distcp"} <= names
-    _run_ranks("load", url, s3.endpoint)
+    ranks.ok(ranks.run_ranks(__file__, ["load", url], world=2))
     state: dict[str, Any] = {"dt": torch.zeros(ROWS, COLS), "rank0": torch.zeros(3), "rank1": torch.zeros(3),
                              "common": {"step": 0}}
     inert.torch.load(state, url, storage_options=s3.options())  # 2 -> 1
@@ -415,8 +398,7 @@ def _worker(scenario: str, url: str) -> None:
         state = {"a": torch.arange(6 << 20, dtype=torch.float32), "b": torch.ones(6 << 20)}
         dcp.save(state, storage_writer=FsspecWriter(url, storage_options=options), no_dist=True)
         return
-    dist.init_process_group("gloo", init_method=os.environ["INERT_RENDEZVOUS"], rank=int(os.environ["RANK"]),
-                            world_size=int(os.environ["WORLD_SIZE"]), timeout=datetime.timedelta(seconds=120))
+    ranks.init_group()
     rank = dist.get_rank()
     try:
         if scenario == "save":
@@ -434,6 +416,6 @@ def _worker(scenario: str, url: str) -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     _worker(sys.argv[1], sys.argv[2])
-    os._exit(0)  # past the process group's exit handlers (see test_torch_multirank)
+    if sys.argv[1] != "plain-save":
+        ranks.leave()  # past the process group's exit handlers
