@@ -45,13 +45,13 @@ def state() -> dict[str, Any]:
         "half": torch.ones(33, dtype=torch.bfloat16),
         "empty": torch.zeros(0, 5),
         "step": torch.tensor(7),
-        "opt": {"lr": 0.1, "betas": (0.9, 0.999), "note": "x" * 500},
+        "opt": {"lr": 0.1, "betas": (0.9, 0.999), "note": "x" * 500, "blob": b"SomeBlobForTesting"},
     }
 
 
 def blank(like: dict[str, Any]) -> dict[str, Any]:
     out = {k: torch.zeros_like(v) if isinstance(v, torch.Tensor) else None for k, v in like.items()}
-    out["opt"] = {"lr": 0.0, "betas": (0.0, 0.0), "note": ""}
+    out["opt"] = {"lr": 0.0, "betas": (0.0, 0.0), "note": "", "blob": b""}
     return out
 
 

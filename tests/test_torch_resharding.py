@@ -1,7 +1,8 @@
 """Resharded loads across real gloo process groups: saved with N ranks, loaded with M.
 
 One save holds the same tensor under several layouts (whole, DTensor split by rows and by
-columns, ShardedTensor with two local shards per rank by rows and by columns); each load
+columns, ShardedTensor with two local shards per rank by rows and by columns, and with
+uneven shards); each load
 reads every saved key into each destination layout in turn.  So every load both splits
 saved chunks (several read items on one record: each takes its slice, the record is read
 and checked once) and merges them (one destination chunk filled from several records,
@@ -32,8 +33,10 @@ from inert.torch import FileSystemReader, FileSystemWriter
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
 SIZE = (12, 12)  # divides evenly among 1, 2, 3, 4 and 6 shards
-LAYOUTS = ("whole", "dt_rows", "dt_cols", "dt_replicated", "st_rows", "st_cols")
-SAVED = ("whole", "dt_rows", "dt_cols", "st_rows", "st_cols")
+LAYOUTS = ("whole", "dt_rows", "dt_cols", "dt_replicated", "st_rows", "st_cols", "st_uneven")
+SAVED = ("whole", "dt_rows", "dt_cols", "st_rows", "st_cols", "st_uneven")
+#: Rows of the uneven shards (``st_uneven``), placed on the ranks in turn.
+UNEVEN = (2, 1, 3, 3, 3)
 
 
 def full() -> torch.Tensor:
@@ -53,11 +56,16 @@ def _make(layout: str, zero: bool) -> Any:
         placement = {"dt_rows": Shard(0), "dt_cols": Shard(1), "dt_replicated": Replicate()}[layout]
         return distribute_tensor(source, init_device_mesh("cpu", (world,)), [placement])
     from torch.distributed._shard import sharded_tensor
-    from torch.distributed._shard.sharding_spec import ChunkShardingSpec
+    from torch.distributed._shard.sharding_spec import ChunkShardingSpec, EnumerableShardingSpec, ShardMetadata
 
-    # Two shards per rank, not side by side: rank r holds shards r and r + world.
-    spec = ChunkShardingSpec(dim=0 if layout == "st_rows" else 1,
-                             placements=[f"rank:{i % world}/cpu" for i in range(2 * world)])
+    spec: Any
+    if layout == "st_uneven":  # shards of 2, 1, 3, 3 and 3 rows, on the ranks in turn
+        starts = [sum(UNEVEN[:i]) for i in range(len(UNEVEN))]
+        spec = EnumerableShardingSpec([ShardMetadata([start, 0], [rows, SIZE[1]], f"rank:{i % world}/cpu")
+                                       for i, (start, rows) in enumerate(zip(starts, UNEVEN, strict=True))])
+    else:  # two shards per rank, not side by side: rank r holds shards r and r + world
+        spec = ChunkShardingSpec(dim=0 if layout == "st_rows" else 1,
+                                 placements=[f"rank:{i % world}/cpu" for i in range(2 * world)])
     tensor = sharded_tensor.zeros(spec, *SIZE)
     for shard in tensor.local_shards():
         shard.tensor.copy_(_slice(source, shard.metadata.shard_offsets, shard.metadata.shard_sizes))
@@ -95,8 +103,11 @@ def _check(value: Any, what: str) -> None:
 def _worker(scenario: str, path: str) -> None:
     warnings.filterwarnings("ignore")
     ranks.init_group()
-    if scenario == "save":
-        dcp.save({key: _make(key, zero=False) for key in SAVED}, storage_writer=FileSystemWriter(path))
+    if scenario in ("save", "save_zstd"):
+        from torch.distributed.checkpoint._extension import ZStandard
+
+        writer = FileSystemWriter(path, _extensions=[ZStandard()] if scenario == "save_zstd" else None)
+        dcp.save({key: _make(key, zero=False) for key in SAVED}, storage_writer=writer)
     elif scenario == "load":
         for layout in LAYOUTS:
             state = {key: _make(layout, zero=True) for key in SAVED}
@@ -140,8 +151,8 @@ def _worker(scenario: str, path: str) -> None:
     dist.barrier()
 
 
-def _save_and_load(tmp_path: Path, saved_by: int, loaded_by: int) -> None:
-    ranks.ok(ranks.run_ranks(__file__, ["save", str(tmp_path)], saved_by))
+def _save_and_load(tmp_path: Path, saved_by: int, loaded_by: int, save: str = "save") -> None:
+    ranks.ok(ranks.run_ranks(__file__, [save, str(tmp_path)], saved_by))
     assert len(list(tmp_path.glob("*.distcp"))) >= saved_by
     ranks.ok(ranks.run_ranks(__file__, ["load", str(tmp_path)], loaded_by))
 
@@ -149,6 +160,11 @@ def _save_and_load(tmp_path: Path, saved_by: int, loaded_by: int) -> None:
 @pytest.mark.parametrize(("saved_by", "loaded_by"), [(1, 2), (2, 3), (3, 2)])
 def test_saved_by_n_ranks_loads_with_m_into_every_layout(tmp_path: Path, saved_by: int, loaded_by: int) -> None:
     _save_and_load(tmp_path, saved_by, loaded_by)
+
+
+def test_compressed_checkpoints_reshard_too(tmp_path: Path) -> None:
+    _save_and_load(tmp_path, 3, 2, save="save_zstd")
+    assert all(data_file.read_bytes()[8:10] == b"\x02\x00" for data_file in tmp_path.glob("*.distcp"))
 
 
 def test_a_whole_tensor_loads_into_two_local_shards_reading_its_record_once(tmp_path: Path) -> None:
