@@ -57,6 +57,79 @@ def _nested(depth: int) -> bytes:
     return b"\x91" * (depth - 1) + b"\x90"
 
 
+def _array(dtype: int, dims: list[int], data: bytes) -> bytes:
+    return struct.pack(f"<BB{len(dims)}Q", dtype, len(dims), *dims) + data
+
+
+def typed_extensions() -> list[tuple[str, str, Any, Any]]:
+    """Accepted documents of the typed extensions 6 to 12, with their canonical JSON spellings."""
+    ext, pack = msgpack.ExtType, msgpack.packb
+    int32 = DTYPES["INT32"][0]
+    return [
+        ("ValueBytesIO", "an io.BytesIO (extension 6)", ext(6, b"hi"), {"$bytesio": "aGk="}),
+        ("ValueArray", "a 2x2 int32 numpy array (extension 7)", ext(7, _array(int32, [2, 2], struct.pack("<4i", 1, -2, 3, 4))),
+         {"$array": {"data": "AQAAAP7///8DAAAABAAAAA==", "dtype": "INT32", "shape": [2, 2]}}),
+        ("ValueArrayZeroDims", "a 0-d float64 array", ext(7, _array(DTYPES["FLOAT64"][0], [], struct.pack("<d", 0.5))),
+         {"$array": {"data": "AAAAAAAA4D8=", "dtype": "FLOAT64", "shape": []}}),
+        ("ValueArrayEmpty", "a (0, 3) uint8 array: no bytes", ext(7, _array(DTYPES["UINT8"][0], [0, 3], b"")),
+         {"$array": {"data": "", "dtype": "UINT8", "shape": [0, 3]}}),
+        ("ValueArrayEmptyLastDim", "a (2**40, 0) float64 array: a 0 after a large dim, no bytes",
+         ext(7, _array(DTYPES["FLOAT64"][0], [1 << 40, 0], b"")),
+         {"$array": {"data": "", "dtype": "FLOAT64", "shape": [1099511627776, 0]}}),
+        ("ValueArrayScalar", "a numpy int64 scalar (extension 8)", ext(8, bytes([DTYPES["INT64"][0]]) + struct.pack("<q", -1)),
+         {"$arrayscalar": {"data": "//////////8=", "dtype": "INT64"}}),
+        ("ValueTorchSize", "a torch.Size (extension 9)", ext(9, pack([2, 3])), {"$torch.Size": [2, 3]}),
+        ("ValueTorchDtype", "a torch.dtype (extension 10), bfloat16", ext(10, bytes([DTYPES["BFLOAT16"][0]])),
+         {"$torch.dtype": "BFLOAT16"}),
+        ("ValueTorchDevice", "a torch.device (extension 11) with an index", ext(11, pack(["cuda", 1])),
+         {"$torch.device": ["cuda", 1]}),
+        ("ValueTorchDeviceNoIndex", "a torch.device without an index", ext(11, pack(["cpu", None])),
+         {"$torch.device": ["cpu", None]}),
+        ("ValueRegisteredObject", "a registered object (extension 12): its name and its fields",
+         ext(12, pack(["train.Config", {"lr": 0.5}])), {"$object": ["train.Config", {"lr": 0.5}]}),
+        ("ValueTypedAsKey", "a torch.dtype as a map key", {ext(10, bytes([DTYPES["FLOAT32"][0]])): 1},
+         {"$map": [[{"$torch.dtype": "FLOAT32"}, 1]]}),
+    ]
+
+
+def typed_rejects() -> list[tuple[str, str, Any, str]]:
+    """Refused documents of the typed extensions: each rule of their payloads broken once."""
+    ext, pack = msgpack.ExtType, msgpack.packb
+    int32, f32 = DTYPES["INT32"][0], DTYPES["FLOAT32"][0]
+    return [
+        ("ValueArrayShort", "an int32 [2] array holding 4 bytes", ext(7, _array(int32, [2], bytes(4))), "invalid-value"),
+        ("ValueArrayLong", "an int32 [1] array holding 8 bytes", ext(7, _array(int32, [1], bytes(8))), "invalid-value"),
+        ("ValueArrayHugeShape", "an array of 2**62 x 2**62 elements in 20 bytes",
+         ext(7, _array(f32, [1 << 62, 1 << 62], b"")), "invalid-value"),
+        ("ValueArrayDimsCut", "an array declaring 3 dims, 1 present", ext(7, struct.pack("<BBQ", int32, 3, 1)), "truncated"),
+        ("ValueArrayHeaderCut", "an array extension of 1 byte", ext(7, bytes([int32])), "truncated"),
+        ("ValueArrayTooManyDims", "an array of 65 dims", ext(7, _array(int32, [1] * 65, bytes(4))), "limit"),
+        ("ValueArrayBfloat16", "a bfloat16 array (numpy has no bfloat16)", ext(7, _array(DTYPES["BFLOAT16"][0], [1], bytes(2))),
+         "invalid-value"),
+        ("ValueArrayUnknownDtype", "an array of dtype code 99", ext(7, _array(99, [1], bytes(1))), "unknown-tag"),
+        ("ValueArrayBoolByte", "a bool array holding the byte 2", ext(7, _array(DTYPES["BOOL"][0], [1], b"\x02")),
+         "invalid-value"),
+        ("ValueArrayScalarShort", "an int64 scalar of 7 bytes", ext(8, bytes([DTYPES["INT64"][0]]) + bytes(7)), "invalid-value"),
+        ("ValueArrayScalarEmpty", "an array scalar extension of 0 bytes", ext(8, b""), "truncated"),
+        ("ValueTorchSizeNegative", "a torch.Size with a dim of -1", ext(9, pack([2, -1])), "invalid-value"),
+        ("ValueTorchSizeNotArray", "a torch.Size holding a string", ext(9, pack("2x3")), "invalid-value"),
+        ("ValueTorchDtypeUnknown", "a torch.dtype of code 0", ext(10, b"\x00"), "unknown-tag"),
+        ("ValueTorchDtypeLong", "a torch.dtype extension of 2 bytes", ext(10, bytes([f32, f32])), "invalid-value"),
+        ("ValueTorchDeviceBadType", "a torch.device whose type is not [a-z][a-z0-9_]*", ext(11, pack(["cu da", 0])),
+         "invalid-value"),
+        ("ValueTorchDeviceNegative", "a torch.device of index -1", ext(11, pack(["cuda", -1])), "invalid-value"),
+        ("ValueObjectNoName", "a registered object with an empty name", ext(12, pack(["", {}])), "invalid-value"),
+        ("ValueObjectNotPair", "a registered object holding a map", ext(12, pack({"name": "x"})), "invalid-value"),
+        ("ValueArrayAsMapKey", "an array scalar as a map key (arrays do not hash)",
+         {ext(8, bytes([int32]) + bytes(4)): 1}, "invalid-value"),
+        ("ValueArrayInSet", "an array as a set member", ext(4, pack([ext(7, _array(int32, [1], bytes(4)))])), "invalid-value"),
+        ("ValueObjectAsMapKey", "a registered object whose state is a map, as a map key",
+         {ext(12, pack(["x", {"a": 1}])): 1}, "invalid-value"),
+        ("ValueObjectTimestampInside", "a registered object whose state holds a MessagePack timestamp",
+         ext(12, pack(["x", msgpack.Timestamp(1, 0)])), "unknown-tag"),
+    ]
+
+
 def body_vectors(c: Corpus, f: Frame, unknown_kinds: tuple[int, ...] = (0, 3, 0xFF)) -> Piece:
     """The vectors of a record body (tensor or value) framed by ``f``; the representative record."""
     rep = f.tensor("FLOAT32", [2, 3], bytes(range(24)))
@@ -166,6 +239,7 @@ def body_vectors(c: Corpus, f: Frame, unknown_kinds: tuple[int, ...] = (0, 3, 0x
          {"frozen": {"$set": []}, "param_groups": [{"betas": {"$tuple": [0.9, 0.999]}, "params": [0]}],
           "state": {"$map": [[0, {"step": 3}]]}}),
     ]
+    extensions += typed_extensions()
     for name, what, document, spelled in extensions:
         c.accept(name, what, f.encoded_value(msgpack.packb(document, use_bin_type=True), spelled))
     c.reject("ValueNestedOverLimit", "lists nested 65 deep", f.wrap(value_body(_nested(MAX_VALUE_DEPTH + 1))), "limit")
@@ -179,6 +253,8 @@ def body_vectors(c: Corpus, f: Frame, unknown_kinds: tuple[int, ...] = (0, 3, 0x
         ("ValueExtTupleNotArray", "a tuple extension holding an int",
          msgpack.packb(msgpack.ExtType(1, msgpack.packb(1))), "invalid-value"),
     ]
+    ext_rejects += [(name, what, msgpack.packb(document, use_bin_type=True), error)
+                    for name, what, document, error in typed_rejects()]
     for name, what, doc, error in ext_rejects:
         c.reject(name, what, f.wrap(value_body(doc)), error)
     # The spec does not (yet) require the shortest MessagePack spelling: a reader may take these or refuse them.

@@ -28,6 +28,22 @@ included) is an unknown tag:
   so equal sets encode to equal bytes.
 * 2 complex: the real then the imaginary part, two ``Float64l`` (16 bytes).
 * 3 bytearray: the raw bytes.
+* 6 BytesIO (an in-memory file): its bytes.
+* 7 array (a numpy array): ``dtype`` (``Int8ul``, a ``DType`` numpy has: not
+  BFLOAT16 nor the FLOAT8 types), ``ndim`` (``Int8ul``, at most 64), ``ndim``
+  dims (``Int64ul``), then exactly ``prod(dims) * itemsize`` bytes, little-endian,
+  C order; BOOL elements are the bytes 0 and 1 only.
+* 8 array scalar (a numpy scalar): ``dtype`` as in 7, then ``itemsize`` bytes.
+* 9 ``torch.Size``: a document holding an array of at most 64 ints, each 0 to 2**63-1.
+* 10 ``torch.dtype``: one byte, a ``DType`` value.
+* 11 ``torch.device``: a document holding ``[type, index]``, ``type`` a string
+  matching ``[a-z][a-z0-9_]{0,31}``, ``index`` nil or an int 0 to 2**31-1.
+* 12 registered object: a document holding ``[name, state]``, ``name`` a string
+  of 1 to 256 bytes, ``state`` a value of the subset.  The name is only a key
+  into the reading program's own registry of classes: nothing is imported.
+
+An array, an array scalar, or a registered object whose state is not
+hashable, is not a map key nor a set member (an invalid value).
 
 Version 2 adds compressed records (written when a save asks for
 compression: ``_extensions=[ZStandard()]``).  A record's body may also be

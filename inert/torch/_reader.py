@@ -68,6 +68,7 @@ from ._metadata import InertStorageInfo, loads_metadata
 from ._options import checked_extension_registry
 from ._payload import BLOCK, byte_view, crc32, crc32_combine, read_into
 from ._threads import SharedTasks, Task
+from ._values import from_document
 
 try:
     from torch.distributed.checkpoint.metadata import StorageMeta
@@ -655,6 +656,9 @@ class FileSystemReader(StorageReader):
         resolve = planner.resolve_tensor if parallel else None
         for item, loaded, buffer in self._records(plan.items, buffers, resolve):
             if item.type == LoadItemType.BYTE_IO:
+                # typed values become numpy, torch and registered objects only here, for the state dict
+                # (inert verify reads the same records without rebuilding anything)
+                loaded = from_document(loaded, item.dest_index.fqn)
                 if direct:
                     _set_value(planner, item, loaded)
                 else:  # a custom planner: bytes Inert serialized from the checked value, never the file's

@@ -40,6 +40,7 @@ from ._compat import dtype_name
 from ._metadata import InertStorageInfo, dumps_metadata
 from ._options import DEFAULT_SERIALIZATION_FORMAT, check_serialization_format, compression_of
 from ._payload import BLOCK, crc32, pwrite_all, write_from
+from ._values import to_document
 
 try:
     from torch.distributed.checkpoint.staging import BlockingAsyncStager as _Stager
@@ -77,7 +78,7 @@ def tensor_bytes(tensor: torch.Tensor) -> tuple[torch.Tensor, memoryview]:
 def value_record(fqn: str, value: Any) -> list[Any]:
     """The encoded record of a non-tensor value; a ``TypeError`` names its type and path in the state dict."""
     try:
-        return shard.encode_record_parts({"body": {"kind": "VALUE", "value": value}})
+        return shard.encode_record_parts({"body": {"kind": "VALUE", "value": to_document(value, "body.value")}})
     except (WriteTypeError, WriteValueError) as exc:
         inner = exc.field.removeprefix("body.value")
         raise type(exc)("checkpoint-shard", f"{fqn}{inner}", exc.reason) from None
