@@ -35,6 +35,7 @@ from inert._cli import main
 from inert._cli_support import Progress
 from inert.dump import Row, dump
 from inert.torch import TORCH_VERSION, FileSystemReader, FileSystemWriter, loads_metadata
+from inert.torch._compat import dcp_save
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled", "ignore::UserWarning")
 ROWS, COLS = 8, 6
@@ -117,8 +118,8 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     paths = {name: root / name for name in ("inert", "legacy", "inert2", "legacy2", "dump")}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        dcp.save(make_state(), storage_writer=FileSystemWriter(paths["inert"]))
-        dcp.save(make_state(), storage_writer=dcp.FileSystemWriter(paths["legacy"]))
+        dcp_save(make_state(), FileSystemWriter(paths["inert"]))
+        dcp_save(make_state(), dcp.FileSystemWriter(paths["legacy"]))
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), WORLD_SIZE="2")
     procs = [subprocess.Popen([sys.executable, __file__, str(paths["inert2"]), str(paths["legacy2"])],
                               env=dict(env, RANK=str(rank)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -543,7 +544,7 @@ def test_migrate_model_and_adam_state(tmp_path: Path, capsys: Any) -> None:
     want = {"model": model.state_dict(), "optim": optim.state_dict()}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        dcp.save(want, storage_writer=dcp.FileSystemWriter(tmp_path / "legacy"))
+        dcp_save(want, dcp.FileSystemWriter(tmp_path / "legacy"))
     code, _, err = run_cli("migrate", "--trust-source", str(tmp_path / "legacy"), str(tmp_path / "out"), capsys=capsys)
     assert code == 0, err
 
@@ -600,7 +601,7 @@ def test_migrate_refuses_a_value_weights_only_refuses(tmp_path: Path, capsys: An
     source = tmp_path / "legacy"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        dcp.save({"w": torch.ones(2), "odd": Custom()}, storage_writer=dcp.FileSystemWriter(source))
+        dcp_save({"w": torch.ones(2), "odd": Custom()}, dcp.FileSystemWriter(source))
     code, _, err = run_cli("migrate", "--trust-source", str(source), str(tmp_path / "out"), capsys=capsys)
     assert code == 1 and len(err.splitlines()) == 1
     assert err.startswith("inert: migrate: odd: torch.load(weights_only=True) refused the value: it names ")
@@ -612,7 +613,7 @@ def test_migrate_of_a_value_inert_cannot_write_leaves_dst_as_it_was(tmp_path: Pa
     source = tmp_path / "legacy"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        dcp.save({"w": torch.ones(2), "dev": torch.device("cpu")}, storage_writer=dcp.FileSystemWriter(source))
+        dcp_save({"w": torch.ones(2), "dev": torch.device("cpu")}, dcp.FileSystemWriter(source))
     empty = tmp_path / "empty"
     empty.mkdir()
     for target in (tmp_path / "absent", empty):

@@ -43,7 +43,6 @@ from typing import Any
 import torch
 from torch.distributed.checkpoint._traverse import set_element
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
-from torch.distributed.checkpoint.filesystem import FileSystem
 from torch.distributed.checkpoint.metadata import Metadata, TensorStorageMetadata
 from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, LoadPlanner, ReadItem
 from torch.distributed.checkpoint.storage import StorageReader
@@ -53,7 +52,7 @@ from inert._errors import ChecksumError, ForeignFormatError, InertError, Invalid
 from inert.codecs import checkpoint_metadata as metadata_codec
 from inert.codecs import checkpoint_shard as shard
 
-from ._compat import torch_dtype
+from ._compat import torch_dtype, validate_checkpoint_id
 from ._metadata import InertStorageInfo, loads_metadata
 from ._payload import BLOCK, byte_view, crc32, crc32_combine, read_into
 from ._threads import SharedTasks, Task
@@ -276,7 +275,6 @@ class FileSystemReader(StorageReader):
         max_metadata_size: int = metadata_codec.MAX_SIZE,
     ) -> None:
         super().__init__()
-        self.fs = FileSystem()
         self.path = Path(path)
         self.verify_checksums = verify_checksums
         self.thread_count = max(1, thread_count)
@@ -583,4 +581,4 @@ class FileSystemReader(StorageReader):
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike[str]) -> bool:
-        return FileSystem.validate_checkpoint_id(checkpoint_id)
+        return validate_checkpoint_id(checkpoint_id)

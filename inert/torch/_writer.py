@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.distributed.checkpoint.filesystem import FileSystem
 from torch.distributed.checkpoint.metadata import Metadata
 from torch.distributed.checkpoint.planner import SavePlan, SavePlanner, WriteItem, WriteItemType
 from torch.distributed.checkpoint.storage import StorageWriter, WriteResult
@@ -35,7 +34,7 @@ from inert._codec_runtime import file_header
 from inert._errors import WriteTypeError, WriteValueError
 from inert.codecs import checkpoint_shard as shard
 
-from ._compat import dtype_name
+from ._compat import dtype_name, validate_checkpoint_id
 from ._metadata import InertStorageInfo, dumps_metadata
 from ._payload import BLOCK, crc32, pwrite_all, write_from
 
@@ -236,7 +235,6 @@ class FileSystemWriter(StorageWriter, _Stager):  # type: ignore[misc]
         super().__init__()
         if _Stager is not object:
             _Stager.__init__(self, cache_staged_state_dict=cache_staged_state_dict)
-        self.fs = FileSystem()
         self.path = Path(path)
         self.single_file_per_rank = single_file_per_rank
         self.sync_files = sync_files
@@ -330,7 +328,7 @@ class FileSystemWriter(StorageWriter, _Stager):  # type: ignore[misc]
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike[str]) -> bool:
-        return FileSystem.validate_checkpoint_id(checkpoint_id)
+        return validate_checkpoint_id(checkpoint_id)
 
     def stage(self, state_dict: dict[str, Any]) -> dict[str, Any]:
         self.per_thread_copy_ahead = 0
