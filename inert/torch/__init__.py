@@ -33,6 +33,7 @@ import os
 from typing import Any
 
 from ._compat import TORCH_VERSION, dcp_load, dcp_save, parse_version
+from ._layout import CrossReleaseLoadPlanner
 from ._metadata import InertStorageInfo, dumps_metadata, loads_metadata
 from ._reader import FileSystemReader, ShapeMismatchError
 from ._tensors import load_tensors
@@ -45,8 +46,9 @@ def load(state_dict: dict[str, Any], path: str | os.PathLike[str], *, planner: A
 
     2.4 and later: ``dcp.load`` (with ``no_dist`` in one process on 2.5+).  2.2 and 2.3: the
     deprecated ``dcp.load_state_dict`` with ``no_dist`` in one process (2.2's ``load`` gathers
-    keys before honouring ``no_dist``; 2.3's drops nested non-tensor values); Stateful objects
-    need 2.4.  ``reader_options`` go to :class:`FileSystemReader`.
+    keys before honouring ``no_dist``; 2.3's drops nested non-tensor values), with
+    :class:`CrossReleaseLoadPlanner` when no planner is given, so that checkpoints saved by 2.4+
+    load there too; Stateful objects need 2.4.  ``reader_options`` go to :class:`FileSystemReader`.
     """
     dcp_load(state_dict, FileSystemReader(path, **reader_options), planner=planner, process_group=process_group)
 
@@ -67,6 +69,7 @@ __all__ = [
     "load",
     "save",
     "load_tensors",
+    "CrossReleaseLoadPlanner",
     "ShapeMismatchError",
     "InertStorageInfo",
     "dumps_metadata",

@@ -1,0 +1,91 @@
+"""Checkpoints saved by each PyTorch release in the range, loaded by the running one.
+
+``tests/fixtures/checkpoints/torch-<version>/`` holds a small checkpoint that that release
+saved through ``inert.torch.save`` (``tools/compat --fixtures`` remakes them) and the saved
+values as JSON.  ``tools/compat`` runs this module under every release, which fills the
+saved-by x loaded-by table of docs/compatibility.md.  Keys differ between releases: 2.2 and
+2.3 save a value holding no tensor (``optim.param_groups``, ``extra``) under one key, 2.4+
+one key per leaf.  2.4+'s ``dcp.load`` reads the older layout itself; on 2.2 and 2.3
+``inert.torch.load`` reads the newer one through ``CrossReleaseLoadPlanner``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.api import CheckpointException
+
+import inert.torch
+from inert.torch import CrossReleaseLoadPlanner, FileSystemReader, load_tensors
+from inert.torch._compat import TORCH_VERSION, parse_version
+from tests.fixtures.release_checkpoint import EXPECTED, release_dirs, template, to_json
+
+pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled", "ignore:.*load_state_dict.*deprecated")
+RELEASES = release_dirs()
+
+
+def holds(loaded: Any, saved: Any, where: str = "") -> list[str]:
+    """Where ``loaded`` differs from ``saved`` (JSON forms): every saved value must be there, bit-exactly.
+
+    A loaded dict may have keys the saving release did not have (a newer optimizer's param_groups).
+    """
+    if isinstance(saved, dict) and "tensor" not in saved:
+        if not isinstance(loaded, dict):
+            return [f"{where}: {type(loaded).__name__}, saved a dict"]
+        return [d for key, item in saved.items()
+                for d in (holds(loaded[key], item, f"{where}.{key}") if key in loaded else [f"{where}.{key}: missing"])]
+    if isinstance(saved, list) and isinstance(loaded, list) and len(saved) == len(loaded):
+        return [d for i, (a, b) in enumerate(zip(loaded, saved, strict=True)) for d in holds(a, b, f"{where}.{i}")]
+    return [] if loaded == saved else [f"{where}: {str(loaded)[:80]}, saved {str(saved)[:80]}"]
+
+
+@pytest.fixture(params=RELEASES, ids=[p.name for p in RELEASES])
+def saved(request: pytest.FixtureRequest) -> tuple[Path, dict[str, Any]]:
+    path: Path = request.param
+    return path, json.loads((path / EXPECTED).read_text())["state"]
+
+
+def test_the_fixtures_cover_the_range() -> None:
+    versions = [parse_version(p.name.removeprefix("torch-")) for p in RELEASES]
+    assert versions[0] == (2, 2) and {(2, 3), (2, 4)} <= set(versions) and versions[-1] >= (2, 13)
+
+
+def test_load_reads_every_saved_value(saved: tuple[Path, dict[str, Any]]) -> None:
+    path, expected = saved
+    state = template()
+    inert.torch.load(state, path)
+    assert holds(to_json(state), expected) == []
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Tanh(), torch.nn.Linear(3, 2))
+    model.register_buffer("seen", torch.zeros(2, dtype=torch.int64))
+    model.load_state_dict(state["model"])
+    optim = torch.optim.Adam(model.parameters())
+    optim.load_state_dict(state["optim"])  # the running release's optimizer takes what the load produced
+    assert optim.param_groups[0]["betas"] == (0.8, 0.99) and optim.param_groups[0]["lr"] == 1e-2
+
+
+def test_load_tensors_reads_every_saved_tensor(saved: tuple[Path, dict[str, Any]]) -> None:
+    path, expected = saved
+    tensors = load_tensors(path)
+    want = {f"model.{k}": v for k, v in expected["model"].items()}
+    want.update({f"optim.state.{p}.{k}": v for p, slots in expected["optim"]["state"].items() for k, v in slots.items()})
+    assert {fqn: to_json(t) for fqn, t in tensors.items()} == want
+
+
+@pytest.mark.skipif(TORCH_VERSION >= (2, 4), reason="from 2.4 on dcp.load reads both layouts itself")
+def test_dcp_entry_point_needs_the_planner_for_newer_layouts(saved: tuple[Path, dict[str, Any]]) -> None:
+    """What the table's "needs CrossReleaseLoadPlanner" cells mean: DCP's own planner stops at the folded key."""
+    path, expected = saved
+    keys = set(FileSystemReader(path).read_metadata().state_dict_metadata)
+    if "optim.param_groups" in keys:
+        pytest.skip(f"{path.name} saved the 2.2/2.3 layout, which this release reads without help")
+    with pytest.raises(CheckpointException) as info:
+        dcp.load_state_dict(template(), storage_reader=FileSystemReader(path), no_dist=True)
+    assert "KeyError('optim.param_groups')" in repr(info.value.failures)
+    state = template()
+    dcp.load_state_dict(state, storage_reader=FileSystemReader(path), no_dist=True, planner=CrossReleaseLoadPlanner())
+    assert holds(to_json(state), expected) == []
