@@ -22,7 +22,7 @@ from torch.distributed.checkpoint.api import CheckpointException
 
 import inert.torch
 from inert.torch import CrossReleaseLoadPlanner, FileSystemReader, load_tensors
-from inert.torch._compat import TORCH_VERSION, parse_version
+from inert.torch._compat import TORCH_VERSION, parse_version, torch_dtype
 from tests.fixtures.release_checkpoint import EXPECTED, release_dirs, template, to_json
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled", "ignore:.*load_state_dict.*deprecated")
@@ -89,3 +89,11 @@ def test_dcp_entry_point_needs_the_planner_for_newer_layouts(saved: tuple[Path, 
     state = template()
     dcp.load_state_dict(state, storage_reader=FileSystemReader(path), no_dist=True, planner=CrossReleaseLoadPlanner())
     assert holds(to_json(state), expected) == []
+
+
+def test_a_dtype_this_release_lacks_is_named_with_the_release_that_has_it() -> None:
+    if hasattr(torch, "uint16"):  # 2.3 and later
+        assert torch_dtype("UINT16", "w") is torch.uint16
+    else:
+        with pytest.raises(RuntimeError, match=r"w: the checkpoint holds uint16, which PyTorch 2\.2.* \(it has: PyTorch 2\.3\)"):
+            torch_dtype("UINT16", "w")

@@ -55,6 +55,8 @@ TORCH_DTYPES: dict[str, Any] = {
     name: getattr(torch, name.lower()) for name in DTYPE_NAMES if isinstance(getattr(torch, name.lower(), None), torch.dtype)
 }
 _NAMES = {dtype: name for name, dtype in TORCH_DTYPES.items()}
+#: The first supported release defining a dtype that 2.2 lacks.
+_SINCE = {"UINT16": "PyTorch 2.3", "UINT32": "PyTorch 2.3", "UINT64": "PyTorch 2.3"}
 
 
 def dtype_name(dtype: Any, where: str) -> str:
@@ -69,7 +71,9 @@ def torch_dtype(name: str, where: str) -> Any:
     """The torch dtype of a checkpoint dtype name; a clear error when this torch lacks it."""
     dtype = TORCH_DTYPES.get(name)
     if dtype is None:
-        raise RuntimeError(f"{where}: the checkpoint holds {name.lower()}, which PyTorch {torch.__version__} does not define")
+        since = _SINCE.get(name, "a newer release")
+        raise RuntimeError(f"{where}: the checkpoint holds {name.lower()}, which PyTorch {torch.__version__} does not define "
+                           f"(it has: {since})")
     return dtype
 
 
