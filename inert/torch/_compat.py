@@ -118,16 +118,17 @@ def dcp_load(state_dict: dict[str, Any], storage_reader: Any, *, planner: Any = 
 
     2.5+: ``dcp.load`` with ``no_dist``.  2.4: ``dcp.load``, which infers it.  2.2 and 2.3: the
     deprecated ``dcp.load_state_dict`` (2.2's ``load`` gathers keys before honouring ``no_dist``;
-    2.3's drops nested non-tensor values), with ``CrossReleaseLoadPlanner`` when no planner is
-    given (it reads 2.4+'s key layout); Stateful objects need 2.4.
+    2.3's drops nested non-tensor values); Stateful objects need 2.4.  Without a planner,
+    ``CrossReleaseLoadPlanner``: it reads both releases' key layouts.
     """
     import torch.distributed.checkpoint as dcp
 
+    from ._layout import CrossReleaseLoadPlanner
+
+    planner = planner or CrossReleaseLoadPlanner()
     if TORCH_VERSION >= (2, 4):
         dcp.load(state_dict, storage_reader=storage_reader, planner=planner, process_group=process_group,
                  **no_dist_options(dcp.load))
     else:  # pragma: no cover - exercised by the compatibility runs on old releases
-        from ._layout import CrossReleaseLoadPlanner
-
-        dcp.load_state_dict(state_dict, storage_reader=storage_reader, planner=planner or CrossReleaseLoadPlanner(),
-                            process_group=process_group, no_dist=single_process())
+        dcp.load_state_dict(state_dict, storage_reader=storage_reader, planner=planner, process_group=process_group,
+                            no_dist=single_process())
