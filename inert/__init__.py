@@ -22,6 +22,7 @@ from ._errors import (
     InertError,
     InvalidValueError,
     LimitError,
+    StorageError,
     TrailingBytesError,
     TruncatedError,
     UnknownTagError,
@@ -54,5 +55,6 @@ __all__ = [
     "HarnessError",
     "WriteTypeError",
     "WriteValueError",
+    "StorageError",
     "__version__",
 ]

@@ -26,6 +26,7 @@ __all__ = [
     "HarnessError",
     "WriteTypeError",
     "WriteValueError",
+    "StorageError",
     "ERROR_CLASSES",
 ]
 
@@ -153,6 +154,13 @@ class WriteTypeError(_WriteErrorMixin, TypeError):
 
 class WriteValueError(_WriteErrorMixin, ValueError):
     """A value of the right type that breaks a limit or rule of the format."""
+
+
+class StorageError(OSError):
+    """A request to a storage backend (an object store through fsspec) failed: no bytes to judge, not bad bytes.
+
+    The message names the operation and the URL; the backend's own exception is the ``__cause__``.
+    """
 
 
 class HarnessError(RuntimeError):

@@ -26,6 +26,7 @@ from inert._checks import checkpoint_itemsize, describe_foreign
 from inert._cli_support import INVALID, OK, USAGE, CommandError, fail, human_bytes, mapped, read_head
 from inert._codec_runtime import read_file_header
 from inert._errors import InertError
+from inert._objstore import is_url
 
 __all__ = ["add_parser", "run", "inspect_path", "METADATA_NAME", "MANIFEST_NAME", "directory_kind"]
 
@@ -113,6 +114,10 @@ def directory_kind(path: str) -> str:
 
 
 def inspect_path(path: str) -> dict[str, Any]:
+    if is_url(path):
+        from inert._cli_urls import inspect_url
+
+        return inspect_url(path)
     if os.path.isdir(path):
         kind = directory_kind(path)
         if kind == "inert-checkpoint":
@@ -173,19 +178,24 @@ def _shm_file(path: str) -> dict[str, Any] | None:
 
 
 def _inert_file(path: str, module: ModuleType) -> dict[str, Any]:
-    fmt = module.FORMAT
     with mapped(path) as view:
-        version = read_file_header(fmt, view, module.MAGIC, module.VERSIONS)
-        doc = module.decode(view)
-        base = {"format": fmt, "version": version, "path": path, "bytes": len(view)}
-        if fmt == "checkpoint-metadata":
-            return {**base, **_metadata_summary(doc)}
-        if fmt == "dump-manifest":
-            return {**base, **_manifest_summary(doc)}
-        if fmt == "checkpoint-shard":
-            return {**base, **_named_records(path, _shard_summary(doc))}
-        if fmt == "dump-shard":
-            return {**base, **_dump_shard_summary(doc)}
+        return inert_view(view, module, path)
+
+
+def inert_view(view: Any, module: ModuleType, path: str) -> dict[str, Any]:
+    """The summary of the Inert file ``path`` whose bytes are ``view``."""
+    fmt = module.FORMAT
+    version = read_file_header(fmt, view, module.MAGIC, module.VERSIONS)
+    doc = module.decode(view)
+    base = {"format": fmt, "version": version, "path": path, "bytes": len(view)}
+    if fmt == "checkpoint-metadata":
+        return {**base, **_metadata_summary(doc)}
+    if fmt == "dump-manifest":
+        return {**base, **_manifest_summary(doc)}
+    if fmt == "checkpoint-shard":
+        return {**base, **_named_records(path, _shard_summary(doc))}
+    if fmt == "dump-shard":
+        return {**base, **_dump_shard_summary(doc)}
     return base  # pragma: no cover - every format with a magic is listed above
 
 
@@ -319,7 +329,11 @@ def _checkpoint_dir(path: str) -> dict[str, Any]:
     name = METADATA_NAME if os.path.isfile(os.path.join(path, METADATA_NAME)) else sorted(
         n for n in os.listdir(path) if _RANK_METADATA.match(n))[0]
     meta = _inert_file(os.path.join(path, name), codec)
-    files = _listing(path, meta["files"])
+    return checkpoint_summary(path, name, meta, _listing(path, meta["files"]))
+
+
+def checkpoint_summary(path: str, name: str, meta: dict[str, Any], files: list[dict[str, Any]]) -> dict[str, Any]:
+    """A checkpoint's summary from its metadata's and the sizes of its ``files`` (None: missing)."""
     missing = [f["name"] for f in files if f["bytes"] is None]
     summary = {"format": "inert-checkpoint", "path": path, "metadata": {"file": name, "format": meta["format"],
                "version": meta["version"], "bytes": meta["bytes"]}, "dcp_version": meta["dcp_version"],
@@ -334,7 +348,11 @@ def _dump_dir(path: str) -> dict[str, Any]:
     from inert.codecs import dump_manifest as codec
 
     meta = _inert_file(os.path.join(path, MANIFEST_NAME), codec)
-    files = _listing(path, [s["file"] for s in meta["shards"]])
+    return dump_summary(path, meta, _listing(path, [s["file"] for s in meta["shards"]]))
+
+
+def dump_summary(path: str, meta: dict[str, Any], files: list[dict[str, Any]]) -> dict[str, Any]:
+    """A dump's summary from its manifest's and the sizes of its shard ``files`` (None: missing)."""
     for entry, shard in zip(files, meta["shards"], strict=True):
         entry.update(owner=shard["owner"], rows=shard["rows"])
     summary = {"format": "dump", "path": path, "manifest": {"format": meta["format"], "version": meta["version"],

@@ -33,6 +33,7 @@ from typing import Any
 from inert._cli_support import INVALID, OK, USAGE, CommandError, Progress, fail
 from inert._errors import InertError
 from inert._inspect import MANIFEST_NAME, METADATA_NAME, directory_kind
+from inert._objstore import is_url
 
 __all__ = ["add_parser", "run", "verify_path", "Report"]
 
@@ -128,6 +129,10 @@ def run(args: argparse.Namespace) -> int:
 
 def verify_path(path: str, *, keep_going: bool = False, threads: int = 2, show_progress: bool = True) -> Report:
     """Verify a checkpoint or dump directory, or one Inert file; problems are collected in the report."""
+    if is_url(path):
+        from inert._cli_urls import verify_url
+
+        return verify_url(path, threads=threads)
     if not os.path.exists(path):
         raise CommandError(f"{path}: no such file or directory", USAGE)
     if not os.path.isdir(path):

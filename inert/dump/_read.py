@@ -21,6 +21,7 @@ import torch
 
 from inert._codec_runtime import read_file_header
 from inert._errors import InertError, InvalidValueError, TrailingBytesError, TruncatedError
+from inert._objstore import is_url
 from inert.codecs import dump_shard as shard_codec
 from inert.torch._compat import dtype_name
 
@@ -101,7 +102,7 @@ class DumpReader:
 
     def __init__(self, dump_dir: str | os.PathLike[str], *, copy: bool = False) -> None:
         self.path = os.fspath(dump_dir)
-        manifest = read_manifest(self.path)
+        manifest = self._read_manifest()
         self.partition_id: str = manifest["partition_id"]
         self.schema = specs_from_manifest(manifest["fields"])
         self._manifest = manifest
@@ -120,6 +121,13 @@ class DumpReader:
             self.close()
             raise
 
+    # Where the bytes come from: a local directory here, an fsspec filesystem in ``_remote.RemoteDumpReader``.
+    def _read_manifest(self) -> dict[str, Any]:
+        return read_manifest(self.path)
+
+    def _read_at(self, shard: _Shard, memory: memoryview, start: int) -> int:
+        return os.preadv(shard.fd, [memory], start)
+
     def _open_shard(self, shard: dict[str, Any]) -> None:
         name = shard["file"]
         try:
@@ -128,8 +136,11 @@ class DumpReader:
             raise TruncatedError(SHARD, 0, name, f"shard file missing from {self.path}") from None
         opened = _Shard(name, fd)
         self._shards.append(opened)
-        size = os.fstat(fd).st_size
-        head = os.pread(fd, FIRST_RECORD, 0)
+        self._place_shard(opened, shard, os.pread(fd, FIRST_RECORD, 0), os.fstat(fd).st_size)
+
+    def _place_shard(self, opened: _Shard, shard: dict[str, Any], head: bytes, size: int) -> None:
+        """Check a shard's header, row count and size against the manifest, then note where its records are."""
+        name = opened.name
         try:
             read_file_header(SHARD, head, shard_codec.MAGIC, shard_codec.VERSIONS)
         except InertError as exc:
@@ -148,7 +159,7 @@ class DumpReader:
         if size > end:
             raise TrailingBytesError(SHARD, end, name, f"{size - end} bytes after the last record")
         if shard["rows"] and not self._copy:
-            opened.mapping = _map_private(fd, size)
+            opened.mapping = _map_private(opened.fd, size)
         ends = shard["offsets"][1:] + [end]
         for pos, (row, offset, length, pad_end) in enumerate(
             zip(shard["rows"], shard["offsets"], shard["lengths"], ends, strict=True)
@@ -158,7 +169,8 @@ class DumpReader:
     def close(self) -> None:
         """Close the files; a mapping stays alive while a tensor of it does (unmapped with the last one)."""
         for shard in self._shards:
-            os.close(shard.fd)
+            if shard.fd >= 0:  # -1: an object, nothing open
+                os.close(shard.fd)
             shard.mapping = None
         self._shards.clear()
 
@@ -198,7 +210,7 @@ class DumpReader:
                 assert buffer is not None
                 memory = buffer[pos : pos + end - start]
                 pos += end - start
-                got = os.preadv(shard.fd, [memory], start)
+                got = self._read_at(shard, memory, start)
                 if got != end - start:
                     short = next(loc for loc in run if loc.pad_end > start + got)
                     raise TruncatedError(SHARD, start + got, short.where, f"{short.length} bytes needed, the file ends first")
@@ -335,8 +347,17 @@ def _tensor(loc: _Location, pos: int, dtype: torch.dtype, shape: Sequence[int], 
     return tensor if len(shape) == 1 else tensor.reshape(shape)
 
 
-def open_dump(dump_dir: str | os.PathLike[str], *, copy: bool = False) -> DumpReader:
-    """Open and validate a dump without reading any row (the manifest, the shard headers and sizes)."""
+def open_dump(dump_dir: str | os.PathLike[str], *, copy: bool = False,
+              storage_options: dict[str, Any] | None = None) -> DumpReader:
+    """Open and validate a dump without reading any row (the manifest, the shard headers and sizes).
+
+    A URL (``s3://bucket/rollout``, any fsspec filesystem, ``storage_options`` for it) is read with
+    ranged requests into private memory (``copy`` has no effect there).
+    """
+    if is_url(dump_dir):
+        from ._remote import RemoteDumpReader
+
+        return RemoteDumpReader(os.fspath(dump_dir), storage_options)
     return DumpReader(dump_dir, copy=copy)
 
 
@@ -350,6 +371,7 @@ def load(
     threads: int | None = None,
     consume: Callable[[int, list[Row]], None] | None = None,
     copy: bool = False,
+    storage_options: dict[str, Any] | None = None,
 ) -> LoadedDump:
     """Load a dump onto ``owners`` owners (any number, whatever the dump was written with).
 
@@ -372,6 +394,6 @@ def load(
     >>> [(r.key, r.fields["x"].tolist(), r.tag) for r in loaded.rows]
     [('a', [1.0, 1.0], {'t': 1})]
     """
-    with open_dump(dump_dir, copy=copy) as reader:
+    with open_dump(dump_dir, copy=copy, storage_options=storage_options) as reader:
         return reader.read(owners=owners, route=route, batch_rows=batch_rows, threads=threads, consume=consume)
 

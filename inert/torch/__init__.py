@@ -11,6 +11,9 @@ bytes, MessagePack values), each with a CRC-32::
     dcp.save(state, storage_writer=FileSystemWriter(path))
     dcp.load(state, storage_reader=FileSystemReader(path))
 
+``FsspecWriter``/``FsspecReader`` are the same for any fsspec URL (``s3://bucket/ckpt``,
+an object store's commit point being the ``.metadata`` object written last).
+
 Non-tensor values may be numpy arrays and scalars, ``io.BytesIO``,
 ``torch.Size``/``dtype``/``device`` and, once ``register_type``d in the saving
 and the loading program, the caller's dataclasses, NamedTuples and enums
@@ -19,11 +22,14 @@ and the loading program, the caller's dataclasses, NamedTuples and enums
 ``load_tensors(path, into)`` reads a checkpoint's tensors without ``dcp.load``
 (same checks, no planning: for one process reading tensors by name).
 
-PyTorch releases: 2.4 and later load through ``dcp.load`` (``inert.torch.load`` picks
-the entry point for the running release).  2.2 and 2.3 must
-use the deprecated ``dcp.load_state_dict`` (2.2's ``load`` gathers keys
-before honouring ``no_dist``, so a single process needs ``no_dist=True``;
-2.3's ``load`` drops nested non-tensor values), and Stateful objects need 2.4.
+PyTorch releases (docs/torch.md has the table): ``inert.torch.save`` and
+``inert.torch.load`` pick the DCP entry point and the ``no_dist`` argument that work
+on the running release in one process or in a process group.  ``dcp.save`` itself
+needs ``no_dist=True`` in one process on 2.2 and 2.5+ (2.3 and 2.4 infer it).
+2.4 and later load through ``dcp.load``; 2.2 and 2.3 through the deprecated
+``dcp.load_state_dict`` (2.2's ``load`` gathers keys before honouring
+``no_dist``; 2.3's ``load`` drops nested non-tensor values), and Stateful
+objects need 2.4.
 This is the only module of Inert that imports torch; it needs the extra:
 ``pip install 'inert[torch]'``.
 """
@@ -33,40 +39,50 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ._compat import TORCH_VERSION, parse_version
+from ._compat import TORCH_VERSION, dcp_load, dcp_save, parse_version
+from ._fsspec_reader import FsspecReader
+from ._fsspec_writer import FsspecWriter
+from ._layout import CrossReleaseLoadPlanner
 from ._metadata import InertStorageInfo, dumps_metadata, loads_metadata
 from ._reader import FileSystemReader, ShapeMismatchError
-from ._tensors import load_tensors
+from ._tensors import load_tensors, reader_for
 from ._values import register_type, unregister_type
 from ._writer import FileSystemWriter
 
 
 def load(state_dict: dict[str, Any], path: str | os.PathLike[str], *, planner: Any = None, process_group: Any = None,
          **reader_options: Any) -> None:
-    """Load a checkpoint into ``state_dict`` in place, through the DCP entry point that works on this PyTorch.
+    """Load an Inert checkpoint into ``state_dict`` in place, through the DCP entry point that works on this PyTorch.
 
-    2.4 and later: ``dcp.load``.  2.2 and 2.3: the deprecated ``dcp.load_state_dict``
-    (2.2's ``load`` gathers keys before honouring ``no_dist``; 2.3's drops nested
-    non-tensor values), with ``no_dist`` when no process group is running;
-    Stateful objects need 2.4.  ``reader_options`` go to :class:`FileSystemReader`.
+    2.4 and later: ``dcp.load`` (with ``no_dist`` in one process on 2.5+).  2.2 and 2.3: the
+    deprecated ``dcp.load_state_dict`` with ``no_dist`` in one process (2.2's ``load`` gathers
+    keys before honouring ``no_dist``; 2.3's drops nested non-tensor values), with
+    :class:`CrossReleaseLoadPlanner` when no planner is given, so that checkpoints saved by 2.4+
+    load there too; Stateful objects need 2.4.  ``reader_options`` go to :class:`FileSystemReader`, or for a
+    URL (``s3://bucket/ckpt``) to :class:`FsspecReader`.
     """
-    import torch.distributed as dist  # after the import gate in ._compat
-    import torch.distributed.checkpoint as dcp
+    dcp_load(state_dict, reader_for(path, **reader_options), planner=planner, process_group=process_group)
 
-    reader = FileSystemReader(path, **reader_options)
-    single = not (dist.is_available() and dist.is_initialized())
-    if TORCH_VERSION >= (2, 5):
-        dcp.load(state_dict, storage_reader=reader, planner=planner, process_group=process_group, no_dist=single)
-    elif TORCH_VERSION == (2, 4):  # 2.4's load has no no_dist: it infers a single process
-        dcp.load(state_dict, storage_reader=reader, planner=planner, process_group=process_group)
-    else:  # pragma: no cover - exercised by the compatibility runs on old releases
-        dcp.load_state_dict(state_dict, storage_reader=reader, planner=planner, process_group=process_group, no_dist=single)
+
+def save(state_dict: dict[str, Any], path: str | os.PathLike[str], *, planner: Any = None, process_group: Any = None,
+         **writer_options: Any) -> Any:
+    """Save ``state_dict`` as an Inert checkpoint with ``dcp.save``, in one process or in a process group.
+
+    ``no_dist`` is passed in one process where this release's ``dcp.save`` takes it (2.2, 2.5+;
+    2.3 and 2.4 infer it).  Returns DCP's ``Metadata``.  ``writer_options`` go to :class:`FileSystemWriter`.
+    """
+    return dcp_save(state_dict, FileSystemWriter(path, **writer_options), planner=planner, process_group=process_group)
+
 
 __all__ = [
     "FileSystemWriter",
     "FileSystemReader",
+    "FsspecWriter",
+    "FsspecReader",
     "load",
+    "save",
     "load_tensors",
+    "CrossReleaseLoadPlanner",
     "ShapeMismatchError",
     "register_type",
     "unregister_type",

@@ -50,7 +50,6 @@ from typing import Any
 import torch
 from torch.distributed.checkpoint._traverse import set_element
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
-from torch.distributed.checkpoint.filesystem import FileSystem
 from torch.distributed.checkpoint.metadata import Metadata, TensorStorageMetadata
 from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, LoadPlanner, ReadItem
 from torch.distributed.checkpoint.storage import StorageReader
@@ -63,7 +62,7 @@ from inert._zstd import inflate
 from inert.codecs import checkpoint_metadata as metadata_codec
 from inert.codecs import checkpoint_shard as shard
 
-from ._compat import torch_dtype
+from ._compat import torch_dtype, validate_checkpoint_id
 from ._metadata import InertStorageInfo, loads_metadata
 from ._options import checked_extension_registry
 from ._payload import BLOCK, byte_view, crc32, crc32_combine, read_into
@@ -301,7 +300,6 @@ class FileSystemReader(StorageReader):
         max_metadata_size: int = metadata_codec.MAX_SIZE,
     ) -> None:
         super().__init__()
-        self.fs = FileSystem()
         self.path = Path(path)
         # Accepted as torch's reader accepts it; compression is declared by the format and no
         # extension's code runs on load, so the registry is checked but never consulted.
@@ -358,10 +356,13 @@ class FileSystemReader(StorageReader):
         if self.storage_data is None:
             raise InvalidValueError("checkpoint-metadata", -1, "storage_data", "missing")
 
+    def _file_size(self, name: str) -> int:
+        return os.stat(self.path / name).st_size
+
     def _check_placement(self, per_file: dict[str, list[InertStorageInfo]]) -> None:
         """Records lie inside their files and do not overlap (each record listed once)."""
         for name, infos in per_file.items():
-            size = os.stat(self.path / name).st_size
+            size = self._file_size(name)
             end = 0
             for info in sorted(infos, key=lambda i: i.offset):
                 if info.offset < end:
@@ -402,10 +403,17 @@ class FileSystemReader(StorageReader):
     ) -> list[Loaded]:
         """The general path: the whole record read into a buffer, checksummed and decoded once, every
         read item's part checked against it, then each part copied."""
-        first = items[0]
         buffer = buffers.take(info.length)
         view = memoryview(buffer.numpy())[: info.length]  # type: ignore[arg-type]
         read_into(fd, info.offset, view, None, name)
+        return self._checked_whole(view, buffer, name, info, items, buffers, resolve)
+
+    def _checked_whole(
+        self, view: memoryview, buffer: torch.Tensor, name: str, info: InertStorageInfo, items: list[ReadItem],
+        buffers: _Buffers, resolve: Resolve | None,
+    ) -> list[Loaded]:
+        """A whole record read into ``view`` (the start of ``buffer``), decoded and checked, then each part copied."""
+        first = items[0]
         record = self._decode(view, name, first, info, self.verify_checksums)
         if record["crc32"] != info.crc32:
             raise ChecksumError("checkpoint-shard", info.offset + info.length - 4, first.storage_index.fqn,
@@ -451,13 +459,10 @@ class FileSystemReader(StorageReader):
         the general path (its destination is a part, on another device, or a bool tensor, whose
         bytes the codec checks one by one).
         """
-        expected = self._expected(item, info)
-        if expected[0] == torch.bool:
+        direct = self._direct_target(item, info, resolve)
+        if direct is None:
             return None
-        target = resolve(item).detach()
-        if (target.device.type != "cpu" or not target.is_contiguous() or target.is_conj() or target.is_neg()
-                or target.dtype != expected[0] or any(item.storage_offsets)):
-            return None
+        target, expected = direct
         scratch = _SCRATCH.view(info.length)
         if scratch is None:
             return None
@@ -465,23 +470,10 @@ class FileSystemReader(StorageReader):
         if scratch[0] != shard.RecordKind.TENSOR:  # not a tensor header: the whole record says what it is
             return None
         stored = _CRC.unpack_from(_read_tail(fd, info, name))[0]
-        try:
-            record = self._decode(scratch, name, item, info, False)
-            body = record["body"]
-            if stored != info.crc32:
-                raise ChecksumError("checkpoint-shard", info.offset + info.length - 4, item.storage_index.fqn,
-                                    f"record CRC-32 {stored:#010x}, the metadata expects {info.crc32:#010x}")
-            dtype, shape = self._check_tensor(body, item, info, expected)
-        except InertError:
-            if self.verify_checksums:  # a damaged record is named as such, not by the field the damage hit
-                _check_crc(_file_crc(fd, info, name), stored, name, item, info)
-            raise
-        if tuple(target.size()) != tuple(item.lengths) or tuple(item.lengths) != shape:
+        placed = self._checked_head(scratch, stored, name, item, info, expected, target, lambda: _file_crc(fd, info, name))
+        if placed is None:
             return None
-        nbytes = len(body["data"])
-        start = info.length - 4 - nbytes
-        crc = crc32(scratch[:start]) if self.verify_checksums else None
-        del record, body
+        start, nbytes, crc = placed
         if shared is not None and (crc is None or crc32_combine is not None):
             part = _PART if shared.waiting() >= self.thread_count else _TAIL_PART  # the last: all threads end together
             if nbytes >= 2 * part:
@@ -492,6 +484,42 @@ class FileSystemReader(StorageReader):
         if crc is not None:
             _check_crc(crc, stored, name, item, info)
         return target
+
+    def _direct_target(self, item: ReadItem, info: InertStorageInfo, resolve: Resolve) -> tuple[torch.Tensor, Any] | None:
+        """The destination and the metadata's expectation when a record's payload may go straight into it, else None."""
+        expected = self._expected(item, info)
+        if expected[0] == torch.bool:
+            return None
+        target = resolve(item).detach()
+        if (target.device.type != "cpu" or not target.is_contiguous() or target.is_conj() or target.is_neg()
+                or target.dtype != expected[0] or any(item.storage_offsets)):
+            return None
+        return target, expected
+
+    def _checked_head(
+        self, scratch: memoryview, stored: int, name: str, item: ReadItem, info: InertStorageInfo, expected: Any,
+        target: torch.Tensor, record_crc: Callable[[], int],
+    ) -> tuple[int, int, int | None] | None:
+        """A tensor record's header, decoded from ``scratch`` (the record's length, its first bytes read) and checked
+        against the metadata and the plan; ``stored`` is the CRC-32 the record ends with and ``record_crc()`` computes
+        the one its bytes give (to name damage as such).  Returns where the payload starts, its length and the
+        CRC-32 of the bytes before it (None unverified), or None when the record takes the general path."""
+        try:
+            record = self._decode(scratch, name, item, info, False)
+            body = record["body"]
+            if stored != info.crc32:
+                raise ChecksumError("checkpoint-shard", info.offset + info.length - 4, item.storage_index.fqn,
+                                    f"record CRC-32 {stored:#010x}, the metadata expects {info.crc32:#010x}")
+            dtype, shape = self._check_tensor(body, item, info, expected)
+        except InertError:
+            if self.verify_checksums:  # a damaged record is named as such, not by the field the damage hit
+                _check_crc(record_crc(), stored, name, item, info)
+            raise
+        if tuple(target.size()) != tuple(item.lengths) or tuple(item.lengths) != shape:
+            return None
+        nbytes = len(body["data"])
+        start = info.length - 4 - nbytes
+        return start, nbytes, crc32(scratch[:start]) if self.verify_checksums else None
 
     def _decode(self, view: memoryview, name: str, item: ReadItem, info: InertStorageInfo, verify: bool) -> Any:
         """The record decoded by the codec of its file's version; with ``verify``, its CRC-32 checked first
@@ -684,4 +712,4 @@ class FileSystemReader(StorageReader):
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike[str]) -> bool:
-        return FileSystem.validate_checkpoint_id(checkpoint_id)
+        return validate_checkpoint_id(checkpoint_id)

@@ -28,6 +28,7 @@ from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, Metadata
 from torch.distributed.checkpoint.planner import LoadItemType, ReadItem
 
 from inert._errors import InvalidValueError, LimitError, TruncatedError
+from inert._objstore import is_url
 from inert.codecs import checkpoint_metadata as metadata_codec
 
 from ._metadata import InertStorageInfo
@@ -49,6 +50,7 @@ def load_tensors(
     verify_checksums: bool = True,
     thread_count: int = 2,
     max_metadata_size: int = metadata_codec.MAX_SIZE,
+    storage_options: dict[str, Any] | None = None,
 ) -> dict[str, torch.Tensor]:
     """Read the tensors of the Inert checkpoint at ``path``, in one process, without ``dcp.load``.
 
@@ -59,10 +61,12 @@ def load_tensors(
     takes its local part through ``dcp.load``.  A key the checkpoint lacks, holds as a value, or holds with
     another dtype or shape is a ``ShapeMismatchError`` naming the key and both, raised
     before any byte is copied; bad bytes are ``InertError``s as with ``FileSystemReader``,
-    whose options the keyword arguments are.
+    whose options the keyword arguments are.  A URL (``s3://bucket/ckpt``) is read by
+    ``FsspecReader``, with ``storage_options`` for its filesystem.
     """
-    reader = FileSystemReader(path, verify_checksums=verify_checksums, thread_count=thread_count,
-                              max_metadata_size=max_metadata_size)
+    options: dict[str, Any] = {"storage_options": storage_options} if storage_options else {}
+    reader = reader_for(path, verify_checksums=verify_checksums, thread_count=thread_count,
+                        max_metadata_size=max_metadata_size, **options)
     metadata = reader.read_metadata()
     reader.set_up_storage_reader(metadata, True)
     entries = metadata.state_dict_metadata
@@ -82,6 +86,15 @@ def load_tensors(
     for _ in reader._records(items, _Buffers(keep=2 * reader.thread_count), resolve):
         pass
     return dest
+
+
+def reader_for(path: str | os.PathLike[str], **options: Any) -> FileSystemReader:
+    """The reader of ``path``: ``FsspecReader`` for a URL, ``FileSystemReader`` for a local path."""
+    if is_url(path):
+        from ._fsspec_reader import FsspecReader
+
+        return FsspecReader(path, **options)
+    return FileSystemReader(path, **options)
 
 
 def _entry_for(fqn: str, tensor: Any, md: Any) -> TensorStorageMetadata:
