@@ -17,6 +17,7 @@ import os as _os
 
 from ._errors import (
     ChecksumError,
+    FileKindError,
     ForeignFormatError,
     HarnessError,
     InertError,
@@ -51,6 +52,7 @@ __all__ = [
     "ChecksumError",
     "VersionError",
     "ForeignFormatError",
+    "FileKindError",
     "HarnessError",
     "WriteTypeError",
     "WriteValueError",

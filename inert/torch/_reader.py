@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import io
+import math
 import mmap
 import os
 import struct
@@ -50,6 +51,7 @@ from torch.distributed.checkpoint.storage import StorageReader
 from torch.futures import Future
 
 from inert._errors import ChecksumError, ForeignFormatError, InertError, InvalidValueError, LimitError, TruncatedError
+from inert._files import open_in, read_fd
 from inert.codecs import checkpoint_metadata as metadata_codec
 from inert.codecs import checkpoint_shard as shard
 
@@ -77,6 +79,11 @@ _MIGRATE = (
 _DIRECT_MIN = 1 << 16
 #: Longest tensor record header: kind, dtype, rank, 64 dims, length, padding to 64 bytes.
 _HEAD_MAX = 576
+#: The spec's cap on a value document (spec.checkpoint_shard.MAX_VALUE_LEN), and the longest value record.
+MAX_VALUE_LEN = 64 << 20
+_VALUE_RECORD_MAX = 1 + 4 + MAX_VALUE_LEN + 4
+#: Records the metadata declares longer than this are checked against what their kind can hold before reading.
+_LENGTH_CHECKED = 1 << 20
 _CRC = struct.Struct("<I")
 #: Linux's MAP_NORESERVE (the mmap module does not name it).
 _NORESERVE = 0x4000 if sys.platform.startswith("linux") else 0
@@ -286,6 +293,8 @@ class FileSystemReader(StorageReader):
         self.load_id = str(uuid.uuid4())
         self.rank: int | None = None
         self.use_collectives = True
+        #: The InertError the last ``read_metadata`` raised reading its file, if any.
+        self.metadata_error: InertError | None = None
 
     def reset(self, checkpoint_id: str | os.PathLike[str] | None = None) -> None:
         self.storage_data = {}
@@ -294,19 +303,29 @@ class FileSystemReader(StorageReader):
             self.path = Path(checkpoint_id)
         self.load_id = str(uuid.uuid4())
 
-    def _read_file(self, path: Path, limit: int) -> bytes:
-        with open(path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            if size > limit:  # checked before reading: a huge file allocates nothing
-                raise LimitError("checkpoint-metadata", 0, "", f"file of {size} bytes exceeds max_size({limit})")
-            return handle.read(size + 1)  # a byte more than fstat saw: a file that grew since fails to decode
+    def _read_file(self, name: str, limit: int) -> bytes:
+        """The file ``name`` of the checkpoint (a regular file in it, see ``inert._files``), at most ``limit`` bytes."""
+        fd = open_in(self.path, name, "checkpoint-metadata")
+        try:  # the size is checked before reading: a huge file allocates nothing
+            return read_fd(fd, limit, "checkpoint-metadata", name)
+        finally:
+            os.close(fd)
 
     def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
-        rank = kwargs.get("rank")
-        path = self.path / (METADATA_NAME if rank is None else f"__{rank}{METADATA_NAME}")
-        if rank is not None and not path.exists():  # the per-rank fallback: a checkpoint saved with collectives
-            path = self.path / METADATA_NAME
-        data = self._read_file(path, self.max_metadata_size)
+        try:
+            metadata = self._read_metadata(kwargs.get("rank"))
+        except InertError as exc:  # DCP keeps only the text of a metadata failure: inert.torch.load raises this
+            self.metadata_error = exc
+            raise
+        self.metadata_error = None
+        return metadata
+
+    def _read_metadata(self, rank: int | None) -> Metadata:
+        name = METADATA_NAME if rank is None else f"__{rank}{METADATA_NAME}"
+        if rank is not None and not os.path.lexists(self.path / name):  # the per-rank fallback: saved with collectives
+            name = METADATA_NAME
+        path = self.path / name
+        data = self._read_file(name, self.max_metadata_size)
         try:
             metadata = loads_metadata(data, max_size=self.max_metadata_size)
         except ForeignFormatError as exc:
@@ -331,7 +350,11 @@ class FileSystemReader(StorageReader):
     def _check_placement(self, per_file: dict[str, list[InertStorageInfo]]) -> None:
         """Records lie inside their files and do not overlap."""
         for name, infos in per_file.items():
-            size = os.stat(self.path / name).st_size
+            fd = open_in(self.path, name, "checkpoint-shard")
+            try:
+                size = os.fstat(fd).st_size
+            finally:
+                os.close(fd)
             end = 0
             for info in sorted(infos, key=lambda i: i.offset):
                 if info.offset < end:
@@ -369,6 +392,7 @@ class FileSystemReader(StorageReader):
         self, fd: int, name: str, item: ReadItem, info: InertStorageInfo, buffers: _Buffers, resolve: Resolve | None
     ) -> tuple[ReadItem, Any, Any]:
         """The general path: the whole record read into a buffer, decoded and checked, then copied."""
+        self._check_length(item, info)
         buffer = buffers.take(info.length)
         view = memoryview(buffer.numpy())[: info.length]  # type: ignore[arg-type]
         read_into(fd, info.offset, view, None, name)
@@ -390,6 +414,23 @@ class FileSystemReader(StorageReader):
         target = _copy_into(resolve, item, tensor)
         buffers.give(buffer)
         return item, target, None
+
+    def _check_length(self, item: ReadItem, info: InertStorageInfo) -> None:
+        """A record the metadata declares longer than its kind can be is refused before a buffer is allocated:
+        a value record holds at most the spec's 64 MiB document, a tensor record its chunk's bytes and a header.
+        (A sparse file makes any length cheap to place; only records above ``_LENGTH_CHECKED`` are bounded, so
+        that a small one says what is wrong with its bytes.)"""
+        if info.length <= _LENGTH_CHECKED:
+            return
+        if item.type == LoadItemType.BYTE_IO:
+            longest, what = _VALUE_RECORD_MAX, f"a value record holds at most {MAX_VALUE_LEN} bytes of document"
+        else:
+            dtype, shape = self._expected(item, info)
+            nbytes = math.prod(shape) * dtype.itemsize
+            longest, what = _HEAD_MAX + nbytes + 4, f"its {shape} {dtype} chunk takes {nbytes} bytes and a header"
+        if info.length > longest:
+            raise LimitError("checkpoint-metadata", -1, f"storage_data[{item.storage_index.fqn}].length",
+                             f"record of {info.length} bytes exceeds max_len({longest}): {what}")
 
     def _load_direct(
         self, fd: int, name: str, item: ReadItem, info: InertStorageInfo, resolve: Resolve,
@@ -518,8 +559,10 @@ class FileSystemReader(StorageReader):
         Without, results come in plan order with a bounded number of buffers in flight.
         """
         per_file = self._placed(items)
-        fds = {name: os.open(self.path / name, os.O_RDONLY) for name in per_file}
+        fds: dict[str, int] = {}
         try:
+            for name in per_file:
+                fds[name] = open_in(self.path, name, "checkpoint-shard")
             work = [(name, item, info) for name, pairs in per_file.items()
                     for item, info in sorted(pairs, key=lambda p: p[1].offset)]
 

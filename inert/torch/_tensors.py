@@ -26,11 +26,25 @@ import torch
 from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, MetadataIndex, TensorStorageMetadata
 from torch.distributed.checkpoint.planner import LoadItemType, ReadItem
 
-from inert._errors import InvalidValueError, LimitError, TruncatedError
+from inert._errors import InertError, InvalidValueError, LimitError, TruncatedError
+from inert._files import open_in
 from inert.codecs import checkpoint_metadata as metadata_codec
+from inert.codecs import checkpoint_shard as shard
 
 from ._metadata import InertStorageInfo
-from ._reader import FileSystemReader, ShapeMismatchError, _Buffers, _narrow
+from ._payload import read_into
+from ._reader import (
+    _CRC,
+    _HEAD_MAX,
+    _SCRATCH,
+    FileSystemReader,
+    ShapeMismatchError,
+    _Buffers,
+    _check_crc,
+    _file_crc,
+    _narrow,
+    _read_tail,
+)
 
 __all__ = ["load_tensors", "MAX_TILING_CELLS"]
 
@@ -68,7 +82,9 @@ def load_tensors(
         wanted = {fqn: _entry_for(fqn, tensor, entries.get(fqn)) for fqn, tensor in into.items()}
     items = [item for fqn, md in wanted.items() for item in _read_items(fqn, md, reader.storage_data)]
     if into is None:
-        reader._placed(items)  # records inside their files: the bytes of the tensors below are there
+        # Records inside their files, and each one's header what the metadata says, before a tensor is
+        # allocated: a sparse file places any length at no cost on disk, its header is its first bytes.
+        _check_headers(reader, reader._placed(items))
         into = {fqn: _new_tensor(fqn, md) for fqn, md in wanted.items()}
     dest = into
 
@@ -143,9 +159,35 @@ def _check_tiling(fqn: str, size: torch.Size, chunks: list[ChunkStorageMetadata]
         region[...] = True
 
 
+def _check_headers(reader: FileSystemReader, per_file: dict[str, list[tuple[ReadItem, InertStorageInfo]]]) -> None:
+    """Each record's header (its first bytes, at most ``_HEAD_MAX``) decodes as a tensor of the dtype
+    and shape the metadata gives its chunk; a damaged one is named as the reader names it."""
+    for name, pairs in per_file.items():
+        fd = open_in(reader.path, name, "checkpoint-shard")
+        try:
+            for item, info in sorted(pairs, key=lambda p: p[1].offset):
+                # A bool payload is checked byte by byte by the codec: its header is checked when it is read.
+                head = None if reader._expected(item, info)[0] == torch.bool else _SCRATCH.view(info.length)
+                if head is None:  # (or no address space for the view: the record is read whole later, and checked)
+                    continue
+                read_into(fd, info.offset, head[: min(info.length, _HEAD_MAX)], None, name)
+                if head[0] == shard.RecordKind.VALUE:
+                    reader._check_kind({"kind": shard.RecordKind.VALUE}, shard.RecordKind.TENSOR, item, info)
+                try:  # the payload past the header is unread: only its length is decoded
+                    record = reader._decode(head, name, item, info, False)
+                    reader._check_tensor(record["body"], item, info)
+                except InertError:
+                    if reader.verify_checksums and info.length >= 4:  # damage is named as such (see _load_direct)
+                        stored = _CRC.unpack_from(_read_tail(fd, info, name))[0]
+                        _check_crc(_file_crc(fd, info, name), stored, name, item, info)
+                    raise
+        finally:
+            os.close(fd)
+
+
 def _new_tensor(fqn: str, md: TensorStorageMetadata) -> torch.Tensor:
     try:
         return torch.empty(md.size, dtype=md.properties.dtype)
-    except (RuntimeError, MemoryError):  # the files hold these bytes (placement is checked); memory may not
+    except (RuntimeError, MemoryError, TypeError, OverflowError):  # the files hold these bytes; memory may not
         nbytes = math.prod(md.size) * md.properties.dtype.itemsize
         raise LimitError("checkpoint-metadata", -1, fqn, f"a tensor of {nbytes} bytes cannot be allocated") from None
