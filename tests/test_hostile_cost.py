@@ -8,6 +8,7 @@ asserts the ``InertError`` (the CLI: one line, exit 1) that must come before the
 
 from __future__ import annotations
 
+import contextlib
 import copyreg
 import inspect
 import io
@@ -53,7 +54,9 @@ def _forged(rule: str) -> Any:
 def _edit_metadata(path: Path, change: Any, *skip: str) -> None:
     meta = cm.decode((path / ".metadata").read_bytes())
     change(meta)
-    with mock.patch.multiple(inert._checks, **{rule: lambda value, ctx: None for rule in skip}):
+    with contextlib.ExitStack() as stack:
+        for rule in skip:
+            stack.enter_context(_forged(rule))
         (path / ".metadata").write_bytes(cm.encode(meta))
 
 
@@ -118,7 +121,7 @@ def test_value_record_declared_beyond_the_64_MiB_document_cap_is_refused_before_
     data = next(tmp_path.glob("*.distcp"))
     value = cm.decode((tmp_path / ".metadata").read_bytes())["values"][0]
     os.truncate(data, value["byte_offset"] + length)  # a sparse file: the record lies inside it
-    with pytest.raises(LimitError, match=r"storage_data\[v\]\.length: record of \d+ bytes exceeds max_len") as info:
+    with pytest.raises(LimitError, match=r"storage_data\[v\.step\]\.length: record of \d+ bytes exceeds max_len") as info:
         inert.torch.load({"w": torch.zeros(4), "v": {"step": 0}}, tmp_path)
     assert f"{MAX_VALUE_LEN}" in str(info.value)
     result = _cli("verify", str(tmp_path))
@@ -255,7 +258,7 @@ _ISSUE_18 = "issue 18 (canonical MessagePack form) bounds this in the value-docu
 @pytest.mark.xfail(strict=True, reason=_ISSUE_18)
 def test_manifest_tags_whose_complex_keys_all_hash_alike_decode_in_bounded_time(tmp_path: Path) -> None:
     # hash(complex(x, y)) is hash(x) + 1000003 * hash(y): these keys differ and all hash alike.
-    count = 20_000
+    count = 8_000
     tag = {complex(float(1_000_003 * (count - y)), float(y)): 0 for y in range(count)}
     path = tmp_path / "d"
     dump([Row("a", 0, {}, tag)], path)
@@ -268,13 +271,13 @@ def test_manifest_tags_whose_complex_keys_all_hash_alike_decode_in_bounded_time(
 
 
 @pytest.mark.xfail(strict=True, reason=_ISSUE_18)
-def test_metadata_planner_data_of_a_million_empty_maps_stays_within_the_memory_bound(tmp_path: Path) -> None:
+def test_metadata_planner_data_of_empty_maps_stays_within_the_memory_bound(tmp_path: Path) -> None:
     from inert.torch import loads_metadata
 
     dcp.save({"w": torch.ones(4)}, storage_writer=FileSystemWriter(tmp_path), **ONE)
 
     def empties(meta: dict[str, Any]) -> None:
-        meta["planner_data"] = [{} for _ in range(1_000_000)]
+        meta["planner_data"] = [{} for _ in range(200_000)]
 
     _edit_metadata(tmp_path, empties)
     data = (tmp_path / ".metadata").read_bytes()
