@@ -84,6 +84,8 @@ MAX_VALUE_LEN = 64 << 20
 _VALUE_RECORD_MAX = 1 + 4 + MAX_VALUE_LEN + 4
 #: Records the metadata declares longer than this are checked against what their kind can hold before reading.
 _LENGTH_CHECKED = 1 << 20
+#: A record whose header is refused is read whole for its CRC-32 (damage is named as such) up to this length.
+_NAMED_DAMAGE_MAX = 64 << 20
 _CRC = struct.Struct("<I")
 #: Linux's MAP_NORESERVE (the mmap module does not name it).
 _NORESERVE = 0x4000 if sys.platform.startswith("linux") else 0
@@ -393,6 +395,8 @@ class FileSystemReader(StorageReader):
     ) -> tuple[ReadItem, Any, Any]:
         """The general path: the whole record read into a buffer, decoded and checked, then copied."""
         self._check_length(item, info)
+        if item.type == LoadItemType.TENSOR and info.length > _LENGTH_CHECKED:
+            self.check_header(fd, name, item, info)  # before a buffer of the declared length is allocated
         buffer = buffers.take(info.length)
         view = memoryview(buffer.numpy())[: info.length]  # type: ignore[arg-type]
         read_into(fd, info.offset, view, None, name)
@@ -431,6 +435,30 @@ class FileSystemReader(StorageReader):
         if info.length > longest:
             raise LimitError("checkpoint-metadata", -1, f"storage_data[{item.storage_index.fqn}].length",
                              f"record of {info.length} bytes exceeds max_len({longest}): {what}")
+
+    def check_header(self, fd: int, name: str, item: ReadItem, info: InertStorageInfo) -> None:
+        """A tensor record's header (its first bytes, at most ``_HEAD_MAX``) decodes as a tensor of the dtype
+        and shape the metadata gives its chunk, read before anything of the record's declared length is
+        allocated (a sparse file places any length at no cost on disk; its header is its first bytes).
+
+        A damaged header is named as a damaged record (its CRC-32) when the record is at most
+        ``_NAMED_DAMAGE_MAX`` long; a longer one is named by the field, without reading it all.
+        A bool record's header is checked when it is read (the codec checks its bytes one by one).
+        """
+        head = None if self._expected(item, info)[0] == torch.bool else _SCRATCH.view(info.length)
+        if head is None:  # (or no address space for the view: the record is read whole, and checked then)
+            return
+        read_into(fd, info.offset, head[: min(info.length, _HEAD_MAX)], None, name)
+        if head[0] == shard.RecordKind.VALUE:
+            self._check_kind({"kind": shard.RecordKind.VALUE}, shard.RecordKind.TENSOR, item, info)
+        try:  # the payload past the header is unread: only its length is decoded
+            record = self._decode(head, name, item, info, False)
+            self._check_tensor(record["body"], item, info)
+        except InertError:
+            if self.verify_checksums and 4 <= info.length <= _NAMED_DAMAGE_MAX:
+                stored = _CRC.unpack_from(_read_tail(fd, info, name))[0]
+                _check_crc(_file_crc(fd, info, name), stored, name, item, info)
+            raise
 
     def _load_direct(
         self, fd: int, name: str, item: ReadItem, info: InertStorageInfo, resolve: Resolve,

@@ -26,25 +26,12 @@ import torch
 from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, MetadataIndex, TensorStorageMetadata
 from torch.distributed.checkpoint.planner import LoadItemType, ReadItem
 
-from inert._errors import InertError, InvalidValueError, LimitError, TruncatedError
+from inert._errors import InvalidValueError, LimitError, TruncatedError
 from inert._files import open_in
 from inert.codecs import checkpoint_metadata as metadata_codec
-from inert.codecs import checkpoint_shard as shard
 
 from ._metadata import InertStorageInfo
-from ._payload import read_into
-from ._reader import (
-    _CRC,
-    _HEAD_MAX,
-    _SCRATCH,
-    FileSystemReader,
-    ShapeMismatchError,
-    _Buffers,
-    _check_crc,
-    _file_crc,
-    _narrow,
-    _read_tail,
-)
+from ._reader import FileSystemReader, ShapeMismatchError, _Buffers, _narrow
 
 __all__ = ["load_tensors", "MAX_TILING_CELLS"]
 
@@ -160,27 +147,12 @@ def _check_tiling(fqn: str, size: torch.Size, chunks: list[ChunkStorageMetadata]
 
 
 def _check_headers(reader: FileSystemReader, per_file: dict[str, list[tuple[ReadItem, InertStorageInfo]]]) -> None:
-    """Each record's header (its first bytes, at most ``_HEAD_MAX``) decodes as a tensor of the dtype
-    and shape the metadata gives its chunk; a damaged one is named as the reader names it."""
+    """Each record's header is what the metadata says (``FileSystemReader.check_header``)."""
     for name, pairs in per_file.items():
         fd = open_in(reader.path, name, "checkpoint-shard")
         try:
             for item, info in sorted(pairs, key=lambda p: p[1].offset):
-                # A bool payload is checked byte by byte by the codec: its header is checked when it is read.
-                head = None if reader._expected(item, info)[0] == torch.bool else _SCRATCH.view(info.length)
-                if head is None:  # (or no address space for the view: the record is read whole later, and checked)
-                    continue
-                read_into(fd, info.offset, head[: min(info.length, _HEAD_MAX)], None, name)
-                if head[0] == shard.RecordKind.VALUE:
-                    reader._check_kind({"kind": shard.RecordKind.VALUE}, shard.RecordKind.TENSOR, item, info)
-                try:  # the payload past the header is unread: only its length is decoded
-                    record = reader._decode(head, name, item, info, False)
-                    reader._check_tensor(record["body"], item, info)
-                except InertError:
-                    if reader.verify_checksums and info.length >= 4:  # damage is named as such (see _load_direct)
-                        stored = _CRC.unpack_from(_read_tail(fd, info, name))[0]
-                        _check_crc(_file_crc(fd, info, name), stored, name, item, info)
-                    raise
+                reader.check_header(fd, name, item, info)
         finally:
             os.close(fd)
 
