@@ -45,6 +45,11 @@ def text(data: bytes) -> bytes:
     return u32(len(data)) + data
 
 
+def text64(data: bytes) -> bytes:
+    """A string as DALI's published shared-memory layout writes it: u64 byte length, then the bytes."""
+    return u64(len(data)) + data
+
+
 class Corpus:
     """The vectors of one format version, by name."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._vectorlib import I64_MAX, I64_MIN, U64_MAX, Corpus, Piece, i64, text, u32, u64
+from ._vectorlib import I64_MAX, I64_MIN, U64_MAX, Corpus, Piece, i64, text64, u32, u64
 
 MESSAGE_TYPES = {"SCHEDULED_TASK": 1, "COMPLETED_TASK": 2}
 TASK_KINDS = {"SAMPLE_RANGE": 0, "BATCH": 1}
@@ -60,7 +60,7 @@ def exception(kind: str = "NONE", message: str | None = None) -> Piece:
     if kind == "NONE":
         return Piece(b"\x00", {"kind": "NONE"})
     data = (message or "").encode("utf-8")
-    return Piece(bytes([EXCEPTION_KINDS[kind]]) + text(data), {"kind": kind, "message": message or ""})
+    return Piece(bytes([EXCEPTION_KINDS[kind]]) + text64(data), {"kind": kind, "message": message or ""})
 
 
 def completed(
@@ -76,7 +76,7 @@ def completed(
     data = b"\x02" + i64(worker_id, context_i, scheduled_i, minibatch_i)
     data += b"\x00" if meta is None else b"\x01" + meta.data
     data += exc.data
-    data += b"\x00" if traceback is None else b"\x01" + text(traceback.encode("utf-8"))
+    data += b"\x00" if traceback is None else b"\x01" + text64(traceback.encode("utf-8"))
     value = {
         "type": "COMPLETED_TASK",
         "worker_id": worker_id,
@@ -208,7 +208,7 @@ def build() -> Corpus:
             _completed_head() + bytes([byte]) + u64(0, 0) + b"\x00\x00",
             "invalid-value",
         )
-        tail = _completed_head() + b"\x00\x00" + bytes([byte]) + text(b"x")
+        tail = _completed_head() + b"\x00\x00" + bytes([byte]) + text64(b"x")
         c.reject(f"TracebackFlagByte{byte:02X}", f"the traceback presence byte is {byte}", tail, "invalid-value")
 
     # Every enum value, and the first values beyond.
@@ -243,7 +243,7 @@ def build() -> Corpus:
         data = _scheduled_head() + b"\x01" + bytes([value]) + bytes(16)
         c.reject(f"BatchArgKind{value:02X}Unknown", f"batch argument kind byte {value}, not a BatchArgKind", data, "unknown-tag")
     for value in (3, 0xFF):
-        data = _completed_head() + b"\x00" + bytes([value]) + text(b"m") + b"\x00"
+        data = _completed_head() + b"\x00" + bytes([value]) + text64(b"m") + b"\x00"
         c.reject(f"ExceptionKind{value:02X}Unknown", f"exception kind byte {value}, not an ExceptionKind", data, "unknown-tag")
 
     # Integer fields at both ends of their range (no rule restricts them).
@@ -262,11 +262,11 @@ def build() -> Corpus:
         c.accept(f"Text{name}", f"an exception message: {name}", completed(exc=exception("RUNTIME_ERROR", good)))
     c.accept("TracebackUtf8", "a traceback with non-ASCII text", completed(traceback='  File "w.py", line 3\n\u00e9'))
     for name, data in BAD_UTF8.items():
-        msg = _completed_head() + b"\x00\x02" + text(data) + b"\x00"
+        msg = _completed_head() + b"\x00\x02" + text64(data) + b"\x00"
         c.reject(f"BadUtf8{name}", f"an exception message that is not UTF-8: {data.hex()}", msg, "invalid-value")
-    stop = _completed_head() + b"\x00\x01" + text(b"\xc0\xaf") + b"\x00"
+    stop = _completed_head() + b"\x00\x01" + text64(b"\xc0\xaf") + b"\x00"
     c.reject("BadUtf8StopIteration", "a StopIteration message that is not UTF-8 (an overlong slash)", stop, "invalid-value")
-    bad_tb = _completed_head() + b"\x00\x00\x01" + text(b"\xed\xa0\x80")
+    bad_tb = _completed_head() + b"\x00\x00\x01" + text64(b"\xed\xa0\x80")
     c.reject("BadUtf8Traceback", "a traceback that is not UTF-8 (a surrogate)", bad_tb, "invalid-value")
     longest = "a" * MAX_TEXT_LEN
     c.accept(
@@ -275,7 +275,7 @@ def build() -> Corpus:
         completed(exc=exception("STOP_ITERATION", longest)),
     )
     c.accept("TracebackAtLimit", f"a traceback of exactly {MAX_TEXT_LEN} bytes", completed(traceback=longest))
-    over = text(b"a" * (MAX_TEXT_LEN + 1))
+    over = text64(b"a" * (MAX_TEXT_LEN + 1))
     c.reject(
         "TextOverLimit",
         f"an exception message of {MAX_TEXT_LEN + 1} bytes",
@@ -290,15 +290,33 @@ def build() -> Corpus:
     c.reject(
         "TextLengthOverLimitAlone",
         "a message length over the limit with no bytes after it: the limit is checked before the bytes",
-        _completed_head() + b"\x00\x02" + u32(MAX_TEXT_LEN + 1),
+        _completed_head() + b"\x00\x02" + u64(MAX_TEXT_LEN + 1),
         "limit",
     )
-    c.reject("TextLengthU32Max", "a message length of 2**32-1", _completed_head() + b"\x00\x02" + u32(0xFFFFFFFF), "limit")
+    c.reject("TextLengthU64Max", "a message length of 2**64-1", _completed_head() + b"\x00\x02" + u64(U64_MAX), "limit")
+    c.reject(
+        "TextLengthHighWord",
+        "a message length of 2**32 + 1: a reader of a 32-bit length would see 1",
+        _completed_head() + b"\x00\x02" + u64((1 << 32) + 1) + b"a\x00",
+        "limit",
+    )
+    c.reject(
+        "TracebackLengthHighWord",
+        "a traceback length of 2**40: its low 32 bits are 0",
+        _completed_head() + b"\x00\x00\x01" + u64(1 << 40),
+        "limit",
+    )
     c.reject(
         "TextLengthBeyondInput",
         "a message length within the limit but beyond the input",
-        _completed_head() + b"\x00\x02" + u32(100) + b"abc",
+        _completed_head() + b"\x00\x02" + u64(100) + b"abc",
         "truncated",
+    )
+    c.reject(
+        "TextLength32Bit",
+        "a message written with a 32-bit length (Inert before the layout fix): the u64 length takes the text's first bytes",
+        _completed_head() + b"\x00\x02" + u32(4) + b"okay" + b"\x00",
+        "limit",
     )
 
     # Trailing bytes and foreign inputs.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._vectorlib import U64_MAX, Corpus, Piece, text, u32, u64
+from ._vectorlib import U64_MAX, Corpus, Piece, text64, u32, u64
 
 SAMPLE_KINDS = {"ARRAY": 0, "TUPLE": 1, "LIST": 2}
 MAX_DEPTH = 64
@@ -33,7 +33,7 @@ def array(dtype: str, shape: list[int], offset: int = 0, nbytes: int | None = No
         for dim in shape:
             nbytes *= dim
     dtype_bytes = dtype.encode("utf-8") if raw_dtype is None else raw_dtype
-    data = b"\x00" + u64(offset, nbytes) + text(dtype_bytes) + u32(len(shape)) + u64(*shape)
+    data = b"\x00" + u64(offset, nbytes) + text64(dtype_bytes) + u32(len(shape)) + u64(*shape)
     return Piece(data, {"kind": "ARRAY", "offset": offset, "nbytes": nbytes, "dtype": dtype, "shape": shape})
 
 
@@ -69,7 +69,9 @@ def build() -> Corpus:
     c.accept("ScalarArray", "a 0-dimensional array: nbytes is the itemsize", batch([array("<f8", [])]))
     c.accept("ZeroSizeArray", "an array with a zero dimension holds no bytes", batch([array("<f4", [0, 5])]))
     c.accept(
-        "ZeroSizeHugeDimension", "a zero dimension before a 2**64-1 one: the product stays 0", batch([array("<f4", [0, U64_MAX])])
+        "ZeroSizeLargestDimension",
+        "a zero dimension beside a 2**63-1 one: empty, and numpy can describe it",
+        batch([array("|u1", [0, (1 << 63) - 1])]),
     )
     c.accept("EmptyTuple", "a tuple of no samples", batch([group("TUPLE", [])]))
     c.accept("EmptyList", "a list of no samples", batch([group("LIST", [])]))
@@ -127,7 +129,19 @@ def build() -> Corpus:
         batch([array("|u1", [4], raw_dtype=b"<" * (MAX_DTYPE_LEN + 1))]).data,
         "limit",
     )
-    c.reject("DtypeLengthU32Max", "a dtype length of 2**32-1", u64(1) + b"\x00" + u64(0, 0) + u32(0xFFFFFFFF), "limit")
+    c.reject("DtypeLengthU64Max", "a dtype length of 2**64-1", u64(1) + b"\x00" + u64(0, 0) + u64(U64_MAX), "limit")
+    c.reject(
+        "DtypeLengthHighWord",
+        "a dtype length of 2**32 + 3: a reader of a 32-bit length would see 3",
+        u64(1) + b"\x00" + u64(0, 4) + u64((1 << 32) + 3) + b"<f4" + u32(1) + u64(1),
+        "limit",
+    )
+    c.reject(
+        "DtypeLength32Bit",
+        "an array written with a 32-bit dtype length (Inert before the layout fix)",
+        u64(1) + b"\x00" + u64(0, 4) + u32(3) + b"<f4" + u32(1) + u64(1),
+        "limit",
+    )
 
     # Size, placement and the chunk.
     c.reject(
@@ -152,10 +166,17 @@ def build() -> Corpus:
         "invalid-value",
     )
     c.accept("OffsetLargest", "the largest aligned offset, no chunk size given", batch([array("<f8", [1], offset=U64_MAX - 7)]))
-    c.accept(
-        "ProductAtU64Limit",
-        "uint8 of shape (2**32, 2**32-1): the byte count fits 64 bits",
-        batch([array("|u1", [1 << 32, (1 << 32) - 1])]),
+    largest = batch([array("|u1", [(1 << 63) - 1])])
+    c.accept("SpanAtLimit", "uint8 of shape (2**63-1,): the largest array numpy can describe", largest)
+    c.reject(
+        "SpanOverLimit",
+        "uint8 of shape (2**63,): one byte more than numpy can describe",
+        batch([array("|u1", [1 << 63])]).data,
+        "invalid-value",
+    )
+    c.accept("ItemsizeSpanAtLimit", "float64 of shape (2**60-1,)", batch([array("<f8", [(1 << 60) - 1])]))
+    c.reject(
+        "ItemsizeSpanOverLimit", "float64 of shape (2**60,): 2**63 bytes", batch([array("<f8", [1 << 60])]).data, "invalid-value"
     )
     c.reject(
         "ProductOverflows",
@@ -163,19 +184,23 @@ def build() -> Corpus:
         batch([array("|u1", [1 << 32, 1 << 32], nbytes=0)]).data,
         "invalid-value",
     )
-    c.accept("ItemsizeProductAtLimit", "float64 of shape (2**61-1,)", batch([array("<f8", [(1 << 61) - 1])]))
     c.reject(
         "ItemsizeProductOverflows",
         "float64 of shape (2**61,): 2**64 bytes",
         batch([array("<f8", [1 << 61], nbytes=0)]).data,
         "invalid-value",
     )
-    overflow_then_zero = batch([array("|u1", [1 << 63, 4, 0], nbytes=0)])
-    c.either(
-        "ProductOverflowsBeforeZero",
-        "shape (2**63, 4, 0): a partial product overflows 64 bits, the full product is 0",
-        overflow_then_zero.data,
-        [{"accept": overflow_then_zero.value}, {"reject": "invalid-value"}],
+    for label, shape, what in (
+        ("EmptySpanOverLimit", [0, 1 << 63], "shape (0, 2**63): empty, but a dimension numpy cannot hold"),
+        ("EmptySpanHugeDimension", [0, U64_MAX], "shape (0, 2**64-1): empty, but a dimension numpy cannot hold"),
+        ("EmptySpanProduct", [1 << 62, 0, 4], "shape (2**62, 0, 4): empty, but the other dimensions span 2**64 bytes"),
+        ("EmptySpanOverflowBeforeZero", [1 << 63, 4, 0], "shape (2**63, 4, 0): a partial product overflows 64 bits"),
+    ):
+        c.reject(label, f"uint8 of {what}", batch([array("|u1", shape)]).data, "invalid-value")
+    c.accept(
+        "EmptySpanAtLimit",
+        "float32 of shape (2**31, 0, 2**30-1): empty, spanning 2**63 - 2**33 bytes",
+        batch([array("<f4", [1 << 31, 0, (1 << 30) - 1])]),
     )
     chunk = {"chunk_size": 24}
     c.accept("ChunkExactFit", "an array ending exactly at the end of the chunk", batch([array("<f4", [2, 3])]), chunk)
@@ -220,11 +245,12 @@ def build() -> Corpus:
     c.reject("DepthOverLimitEmpty", f"an empty list at level {MAX_DEPTH + 1}", batch([nested_group(MAX_DEPTH + 1)]).data, "limit")
     c.accept("NdimAtLimit", f"an array of {MAX_NDIM} dimensions", batch([array("<f4", [1] * MAX_NDIM)]))
     c.reject("NdimOverLimit", f"an array of {MAX_NDIM + 1} dimensions", batch([array("<f4", [1] * (MAX_NDIM + 1))]).data, "limit")
-    c.reject("NdimU32Max", "a dimension count of 2**32-1", u64(1) + b"\x00" + u64(0, 4) + text(b"<f4") + u32(0xFFFFFFFF), "limit")
+    ndim_max = u64(1) + b"\x00" + u64(0, 4) + text64(b"<f4") + u32(0xFFFFFFFF)
+    c.reject("NdimU32Max", "a dimension count of 2**32-1", ndim_max, "limit")
     c.reject(
         "NdimBeyondInput",
         "3 dimensions declared, 1 present",
-        u64(1) + b"\x00" + u64(0, 4) + text(b"<f4") + u32(3) + u64(1),
+        u64(1) + b"\x00" + u64(0, 4) + text64(b"<f4") + u32(3) + u64(1),
         "truncated",
     )
     c.reject("CountOverLimit", f"a batch of {MAX_SAMPLES + 1} samples declared", u64(MAX_SAMPLES + 1), "limit")

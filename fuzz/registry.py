@@ -20,6 +20,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from inert import _checks
+
 __all__ = ["FormatUnderTest", "FORMATS", "codec", "spec", "spec_kwargs", "cases", "DUMP_MANIFEST", "DUMP_SHARD"]
 
 U64_MAX = (1 << 64) - 1
@@ -208,8 +210,8 @@ def _array_sample(draw: Callable[..., Any], dtype: str | None = None, rank: int 
     """An array sample; of ``dtype`` and ``rank`` if given, else of any."""
     dtype = draw(st.sampled_from(sorted(DTYPES))) if dtype is None else dtype
     itemsize = DTYPES[dtype]
-    # Each running product of the dims times the itemsize stays within 64 bits, as the reader requires.
-    budget = U64_MAX // itemsize
+    # The dims times the itemsize, each 0 counted as 1, stay within 2**63 - 1 (numpy's limit), as the reader requires.
+    budget = _checks.MAX_ARRAY_SPAN // itemsize
     shape = []
     for _ in range(draw(st.integers(0, 6)) if rank is None else rank):
         dim = draw(st.integers(0, min(budget, 1 << 10)) | st.integers(0, budget))
@@ -483,7 +485,12 @@ def _ints(*codes: str) -> tuple[bytes, ...]:
     return tuple(struct.pack("<" + code, v) for code in codes for v in values[code])
 
 
-_DTYPE_TOKENS = tuple(struct.pack("<I", len(d)) + d.encode() for d in sorted(DTYPES)) + (b"|O", b"<f16", b"<U8")
+def _u64s(*values: int) -> tuple[bytes, ...]:
+    """``Int64ul`` string lengths around the limits (DALI's layout writes every length as u64)."""
+    return tuple(struct.pack("<Q", v) for v in values)
+
+
+_DTYPE_TOKENS = tuple(struct.pack("<Q", len(d)) + d.encode() for d in sorted(DTYPES)) + (b"|O", b"<f16", b"<U8")
 
 
 _CHECKSUMS: tuple[Mapping[str, Any], ...] = ({}, {"verify_checksums": False})
@@ -531,14 +538,16 @@ FORMATS: dict[str, FormatUnderTest] = {
             "shm-message",
             _shm_message,
             _MESSAGE_EXAMPLES,
-            tokens=_ints("B", "I", "q") + (b"\xc3\xbc", b"\xff\xfe", b"\xed\xa0\x80"),
+            tokens=_ints("B", "Q", "q")
+            + _u64s(16, 1 << 20, (1 << 20) + 1, (1 << 32) + 1)
+            + (b"\xc3\xbc", b"\xff\xfe", b"\xed\xa0\x80"),
         ),
         FormatUnderTest(
             "shm-samples-meta",
             st.fixed_dictionaries({"samples": st.lists(_sample, max_size=6)}) | _alike_arrays(),
             _META_EXAMPLES,
             decode_kwargs=({}, {"chunk_size": 4096}, {"chunk_size": 0}),
-            tokens=_ints("B", "I", "Q") + _DTYPE_TOKENS,
+            tokens=_ints("B", "I", "Q") + _u64s(16, 17) + _DTYPE_TOKENS,
         ),
         FormatUnderTest(
             "shm-descriptor",

@@ -17,6 +17,8 @@ __all__ = [
     "fast_accept",
     "ITEMSIZE",
     "prod",
+    "span",
+    "MAX_ARRAY_SPAN",
     "dtype_itemsize",
     "check_array_sample",
     "check_sample_range",
@@ -29,6 +31,8 @@ __all__ = [
 
 _U64_MAX = (1 << 64) - 1
 _I64_MAX = (1 << 63) - 1
+#: Largest span of an array (see :func:`span`): numpy's limit, a signed 64-bit byte count.
+MAX_ARRAY_SPAN = (1 << 63) - 1
 
 # numpy's ``dtype.str`` for the plain numeric kinds: byte order, kind, itemsize.
 # '|' is numpy's spelling for 1-byte types, '<'/'>' for wider ones.
@@ -92,21 +96,39 @@ ITEMSIZE: dict[str, int] = {
 }
 
 
+def span(shape: list[int], itemsize: int) -> int:
+    """``itemsize`` times the dimensions, each 0 counted as 1: the size numpy checks even for an empty array."""
+    total = itemsize
+    for dim in shape:
+        total *= dim or 1
+    return total
+
+
+# The nbytes test first: when it holds with nbytes > 0 no dimension is 0 and the span is nbytes.
 @fast_accept(
     "(itemsize := _checks.ITEMSIZE.get(this.dtype)) is not None and this.nbytes == _checks.prod(this.shape) * itemsize"
+    " and (this.nbytes or _checks.span(this.shape, itemsize)) <= _checks.MAX_ARRAY_SPAN"
     " and not this.offset % itemsize and ((chunk := ctx.get('chunk_size')) is None or this.offset + this.nbytes <= chunk)"
 )
 def check_array_sample(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str] | None:
-    """An array's dtype, shape, size and placement agree with each other and the chunk."""
+    """An array's dtype, shape, size and placement agree with each other and the chunk.
+
+    The shape's span (the itemsize times every dimension, a 0 counted as 1) is
+    at most 2**63 - 1, the largest array numpy can describe, empty ones included;
+    ``nbytes`` equals the itemsize times every dimension; the offset is a
+    multiple of the itemsize; with ``chunk_size``, the bytes lie in the chunk.
+    """
     dtype = value["dtype"]
     itemsize = _dtype_cache.get(dtype) or dtype_itemsize(dtype)  # the cache first: this runs per sample
     if itemsize is None:
         return "dtype", f"unsupported dtype {dtype!r}"
+    shape = value["shape"]
+    # dims are < 2**64 and at most 64 of them: the products stay small bigints
+    if span(shape, itemsize) > MAX_ARRAY_SPAN:
+        return "shape", f"{shape} of {dtype} spans more than 2**63 - 1 bytes (a 0 counted as 1), more than numpy can describe"
     total = itemsize
-    for dim in value["shape"]:
+    for dim in shape:
         total *= dim
-    if total > _U64_MAX:  # dims are < 2**64 and at most 64 of them: the product stays a small bigint
-        return "shape", "element count times itemsize overflows 64 bits"
     nbytes = value["nbytes"]
     if total != nbytes:
         return "nbytes", f"{nbytes} declared, shape and dtype give {total}"

@@ -41,7 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from inert._errors import InvalidValueError, WriteTypeError, WriteValueError
+from inert._errors import InvalidValueError, LimitError, WriteTypeError, WriteValueError
+from inert._sample_bytes import BOOL_DTYPE, check_bool_bytes
 from inert.codecs import shm_descriptor, shm_message, shm_samples_meta
 
 __all__ = ["SUPPORTED_VERSIONS", "enable", "disable", "enabled", "is_enabled"]
@@ -52,6 +53,11 @@ SUPPORTED_VERSIONS: tuple[str, ...] = ("2.4.0",)
 #: Longest exception message or traceback ``shm-message`` v1 carries, in UTF-8
 #: bytes (``MAX_TEXT_LEN`` in ``inert.spec.shm_message``); longer texts are cut.
 _MAX_TEXT_LEN = 1 << 20
+
+#: Largest shm-message a worker can send: a CompletedTask with batch meta, a
+#: message and a traceback of ``_MAX_TEXT_LEN`` bytes each.  A descriptor that
+#: declares more is refused before any byte is copied.
+_MAX_MESSAGE_BYTES = 1 + 4 * 8 + 1 + 2 * 8 + 1 + 8 + _MAX_TEXT_LEN + 1 + 8 + _MAX_TEXT_LEN
 
 # DALI's own alignments (``SharedBatchWriter``): samples start on 128-byte
 # boundaries, chunks grow in 4096-byte steps.
@@ -68,6 +74,12 @@ _AT_WORKER_ID, _AT_CONTEXT_I, _AT_SCHEDULED_I, _AT_MINIBATCH_I, _AT_META = 1, 9,
 _DESCRIPTOR_VERSION = 1
 _DESCRIPTOR = struct.Struct("<iiQQQ")
 
+# The shared header of DALI's ``ShmQueue`` (``QueueMeta``, native-order ``iiii``).
+# Every process that uses a queue rewrites it, so a worker can put anything
+# there; it is not an Inert format, but its faults are reported like one.
+_QUEUE_FORMAT = "dali-shm-queue"
+_QUEUE_FIELDS = {"capacity": 0, "size": 4, "begining": 8, "is_closed": 12}  # DALI's spelling
+
 _SampleKind = shm_samples_meta.SampleKind
 _ARRAY = _SampleKind.ARRAY
 _ndarray = np.ndarray
@@ -82,8 +94,9 @@ _dali = SimpleNamespace()
 # (owner, attribute name, DALI's original) for every patched attribute.
 _originals: list[tuple[Any, str, Any]] = []
 _dtypes: dict[str, np.dtype[Any]] = {}
-# Samples meta decoded lately, by (bytes, chunk size); see ``_decode_samples_meta``.
-_layouts: dict[tuple[bytes, int], list[dict[str, Any]]] = {}
+# Samples meta decoded lately, by (bytes, chunk size), with where its bool arrays
+# lie; see ``_decode_samples_meta``.
+_layouts: dict[tuple[bytes, int], tuple[list[dict[str, Any]], list[tuple[str, int, int]]]] = {}
 # Samples meta encoded lately, by batch layout; see ``_encode_layout``.
 _encodings: dict[tuple[Any, ...], tuple[bytes, list[int], int]] = {}
 _LAYOUT_SLOTS = 8
@@ -174,10 +187,11 @@ def _load_dali() -> SimpleNamespace:
             f"Install a supported release (pip install nvidia-dali-cuda130=={SUPPORTED_VERSIONS[-1]})."
         )
     from nvidia.dali import types
-    from nvidia.dali._multiproc import messages, pool, shared_batch, worker
+    from nvidia.dali._multiproc import messages, pool, shared_batch, shared_queue, worker
 
     _dali.version = version
     _dali.shared_batch = shared_batch
+    _dali.shared_queue = shared_queue
     _dali.BatchInfo = types.BatchInfo
     _dali.ScheduledTask = messages.ScheduledTask
     _dali.TaskArgs = messages.TaskArgs
@@ -195,7 +209,8 @@ def _patches(dali: SimpleNamespace) -> list[tuple[Any, str, Any]]:
     ``worker.py`` and ``pool.py`` import the shared_batch functions by name, so
     each name is replaced where it is looked up.  The pickle readers left in
     ``shared_batch`` are replaced by a refusal, so a path missed here fails
-    loudly instead of unpickling.
+    loudly instead of unpickling.  ``ShmQueue`` reads its shared header through
+    ``_read_meta`` alone, so checking it there covers every queue operation.
     """
     sb, wk, pl = dali.shared_batch, dali.worker_modules.worker, dali.worker_modules.pool
     return [
@@ -212,6 +227,9 @@ def _patches(dali: SimpleNamespace) -> list[tuple[Any, str, Any]]:
         (sb.SharedBatchWriter, "_write_batch", _write_batch),
         (wk.SharedBatchDispatcher, "_serialize_done_task", _serialize_done_task),
         (pl.WorkerPool, "_receive_chunk", _receive_chunk),
+        (pl.ProcPool, "_sync_initialized_workers", _sync_initialized_workers),
+        (dali.shared_queue.ShmQueue, "_read_meta", _read_queue_meta),
+        (dali.shared_queue.ShmQueue, "close", _close_queue),
         (pl.ShmChunkManager, "close_handles", _close_handles),
         (pl, "worker", _worker_entry),
     ]
@@ -543,7 +561,8 @@ def _deserialize_batch(buffer: Any, batch_meta: Any) -> list[Any]:
     """The samples of a finished batch: arrays over the chunk, as DALI's ``deserialize_batch``.
 
     shm-samples-meta checks every array against itself and against the chunk
-    before any array is built.
+    (dtype, a shape numpy can describe, nbytes, alignment, bounds) and each
+    bool array's bytes are checked to be 0 or 1, before any array is built.
     """
     start, size = batch_meta.meta_offset, batch_meta.meta_size
     if size == 0:
@@ -554,27 +573,46 @@ def _deserialize_batch(buffer: Any, batch_meta: Any) -> list[Any]:
             shm_message.FORMAT, _AT_META, "meta.size", f"bytes {start}..{start + size} lie beyond the {capacity}-byte chunk"
         )
     view = buffer.buf
-    samples = _decode_samples_meta(bytes(view[start : start + size]), capacity)
+    samples, bools = _decode_samples_meta(bytes(view[start : start + size]), capacity)
+    for path, offset, nbytes in bools:
+        try:
+            check_bool_bytes(shm_samples_meta.FORMAT, view, offset, nbytes)
+        except InvalidValueError as exc:
+            raise exc.within(path) from None
     return _build(view, samples)
 
 
-def _decode_samples_meta(data: bytes, chunk_size: int) -> list[dict[str, Any]]:
-    """The decoded samples meta, from a small cache of the latest layouts.
+def _bool_arrays(samples: list[dict[str, Any]], path: str, found: list[tuple[str, int, int]]) -> None:
+    """Append (field path, offset, nbytes) of every bool array in ``samples`` to ``found``."""
+    for i, sample in enumerate(samples):
+        if sample["kind"] == _ARRAY:
+            if sample["dtype"] == BOOL_DTYPE:
+                found.append((f"{path}[{i}]", sample["offset"], sample["nbytes"]))
+        else:
+            _bool_arrays(sample["items"], f"{path}[{i}].items", found)
+
+
+def _decode_samples_meta(data: bytes, chunk_size: int) -> tuple[list[dict[str, Any]], list[tuple[str, int, int]]]:
+    """The decoded samples meta and where its bool arrays lie, from a small cache of the latest layouts.
 
     Pipelines with fixed shapes send the same metadata bytes batch after batch;
     decoding is a pure function of the bytes and the chunk size, so identical
     input reuses the value decoded before (which nothing mutates).  Only
-    successful decodes of small inputs are kept: the cache is bounded.
+    successful decodes of small inputs are kept: the cache is bounded.  The
+    bytes of bool arrays change every batch: they are checked by the caller.
     """
     key = (data, chunk_size)
-    samples = _layouts.get(key)
-    if samples is None:
+    layout = _layouts.get(key)
+    if layout is None:
         samples = shm_samples_meta.decode(data, chunk_size=chunk_size)["samples"]
+        bools: list[tuple[str, int, int]] = []
+        _bool_arrays(samples, "samples", bools)
+        layout = (samples, bools)
         if len(data) <= _LAYOUT_MAX_BYTES:
             if len(_layouts) >= _LAYOUT_SLOTS:
                 _layouts.clear()
-            _layouts[key] = samples
-    return samples
+            _layouts[key] = layout
+    return layout
 
 
 # --- the parent's receive loop ------------------------------------------------------------------------
@@ -638,6 +676,9 @@ def _receive_chunk(self: Any) -> None:
     for desc in descs:
         # DALI has already unpacked the 32 queue bytes; shm-descriptor checks them.
         shm_descriptor.decode(_DESCRIPTOR.pack(*desc.get_values()), version=_DESCRIPTOR_VERSION)
+        if desc.num_bytes > _MAX_MESSAGE_BYTES:
+            reason = f"{desc.num_bytes} declared, no shm-message is longer than {_MAX_MESSAGE_BYTES}"
+            raise LimitError(shm_descriptor.FORMAT, 24, "num_bytes", reason)
         context = self.shm_chunks_contexts.get(desc.shm_chunk_id)
         if context is None:
             raise InvalidValueError(shm_descriptor.FORMAT, 4, "shm_chunk_id", f"{desc.shm_chunk_id} names no chunk of this pool")
@@ -646,3 +687,61 @@ def _receive_chunk(self: Any) -> None:
         completed = _read_result(shm_chunk, desc)
         _check_belongs(self, context, completed, desc)
         context.process_task(shm_chunk, completed)
+
+
+def _sync_initialized_workers(self: Any) -> None:
+    """``ProcPool._sync_initialized_workers``: each worker reports its start once, under its own id.
+
+    DALI only ``assert``s this (an ``AssertionError``, or nothing under ``-O``).
+    """
+    started: set[int] = set()
+    while len(started) < self.num_workers:
+        descs = self.wait_for_res()
+        if descs is None:
+            raise RuntimeError("Workers initialization failed")
+        for desc in descs:
+            worker_id = desc.worker_id
+            if not 0 <= worker_id < self.num_workers or worker_id in started:
+                reason = f"{worker_id} is not a worker yet to start (0..{self.num_workers - 1}, started: {sorted(started)})"
+                raise InvalidValueError(shm_descriptor.FORMAT, 0, "worker_id", reason)
+            started.add(worker_id)
+
+
+# --- the queues' shared header ---------------------------------------------------------------------------
+
+
+def _read_queue_meta(self: Any) -> None:
+    """``ShmQueue._read_meta``, then the header checked against the queue's own capacity before any use.
+
+    DALI loops over ``size`` messages and indexes slots modulo ``capacity``, all
+    read from shared memory: a worker could make the parent loop millions of
+    times (``size``), divide by zero (``capacity``) or index past its slots.
+    The queue's own ``capacity`` was fixed by the parent when it made the queue.
+    """
+    meta = self.meta
+    meta.unpack_from(self.shm.buf, 0)
+    if getattr(self, "_inert_closing", None) == threading.get_ident():
+        return  # this thread is closing the queue, which only sets is_closed: it must succeed whatever the header holds
+    capacity = self.capacity
+    if meta.capacity != capacity:
+        _queue_fault("capacity", f"{meta.capacity} in the shared header, the queue has {capacity} slots")
+    if not 0 <= meta.size <= capacity:
+        _queue_fault("size", f"{meta.size} messages declared, the queue has {capacity} slots")
+    if not 0 <= meta.begining < capacity:
+        _queue_fault("begining", f"slot {meta.begining} outside 0..{capacity - 1}")
+    if meta.is_closed not in (0, 1):
+        _queue_fault("is_closed", f"{meta.is_closed}, not 0 or 1")
+
+
+def _queue_fault(field: str, reason: str) -> None:
+    raise InvalidValueError(_QUEUE_FORMAT, _QUEUE_FIELDS[field], field, reason)
+
+
+def _close_queue(self: Any) -> None:
+    """``ShmQueue.close`` whatever its header holds: closing is how the parent stops waiting on a broken pool."""
+    # Only the closing thread skips the checks: a reader waiting on the queue meanwhile still checks.
+    self._inert_closing = threading.get_ident()
+    try:
+        _original(_dali.shared_queue.ShmQueue, "close")(self)
+    finally:
+        self._inert_closing = None

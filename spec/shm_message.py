@@ -1,11 +1,22 @@
 """Format ``shm-message``: the task and result messages of a data loader's workers.
 
-Version 1 is byte-compatible with the binary layout proposed for NVIDIA DALI's
-parallel external source (a ScheduledTask from the parent to a worker, a
-CompletedTask back).  The layout has no version field: the channel agrees on
-the version when it starts and refuses a mismatch there.
+Version 1 is the binary layout published for NVIDIA DALI's parallel external
+source (``_BinaryWriter``/``_BinaryReader`` in DALI's ``shared_batch.py``): a
+ScheduledTask from the parent to a worker, a CompletedTask back, every field
+in DALI's order and width.  Integers are signed 64-bit, the batch meta's
+offset and size unsigned 64-bit, presence flags one byte, and every string
+(exception message, traceback) a ``Int64ul`` byte length then UTF-8.  The
+layout has no version field: the channel agrees on the version when it starts
+and refuses a mismatch there.
 
-Strings are a ``Int32ul`` byte length then UTF-8; invalid UTF-8 is rejected.
+Inert reads the same bytes more strictly than DALI's reader, and says so:
+invalid UTF-8 is refused, not replaced (two byte strings would decode to one
+value); a flag byte other than 0 or 1 is refused, not taken as true; a text
+is at most ``MAX_TEXT_LEN`` bytes, checked before anything is read; the batch
+meta's offset plus size must fit 64 bits; a SampleRange follows DALI's own
+rules (which its reader checks too).  Every message DALI's writer produces
+from a real task or result, with texts of at most ``MAX_TEXT_LEN`` bytes,
+passes these checks.
 """
 
 import enum
@@ -16,7 +27,6 @@ from inert._checks import check_sample_range
 
 from ._grammar import (
     Format,
-    Int32ul,
     Int64sl,
     Int64ul,
     Optional,
@@ -102,7 +112,7 @@ BatchMeta = Record(
     Rule("size", this.offset + this.size <= 0xFFFFFFFFFFFFFFFF, "offset + size overflows 64 bits"),
 )
 
-Text = Utf8(Int32ul, MAX_TEXT_LEN)
+Text = Utf8(Int64ul, MAX_TEXT_LEN)
 
 Exception_ = Union(
     "TaskException",

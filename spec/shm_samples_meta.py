@@ -2,12 +2,23 @@
 
 A batch is a list of samples; a sample is an array (offset and size in the
 chunk, dtype, shape) or a tuple or list of samples, nested at most
-``MAX_DEPTH`` levels (a top-level sample is level 1).  Version 1 is
-byte-compatible with the layout proposed for NVIDIA DALI.
+``MAX_DEPTH`` levels (a top-level sample is level 1).  Version 1 is the
+layout published for NVIDIA DALI: a ``Int64ul`` sample count; an array is
+kind 0, ``Int64ul`` offset and nbytes, the dtype string (numpy's
+``dtype.str``) as a ``Int64ul`` byte length then UTF-8, a ``Int32ul`` ndim and
+that many ``Int64ul`` dimensions; a tuple (1) or list (2) is a ``Int64ul`` count
+then its samples.
 
-The reader checks each array against itself (``nbytes == prod(shape) *
-itemsize`` without overflow, offset a multiple of the itemsize, a plain numeric
-dtype) and, when the caller passes ``chunk_size``, against the chunk.
+Inert reads the same bytes more strictly than DALI's reader, and says so: the
+dtype is one of the plain numeric kinds in numpy's canonical spelling (DALI
+refuses only object and unparsable dtypes) and is UTF-8, not replaced;
+``nbytes`` equals the itemsize times the dimensions, whose span (a 0 counted as
+1) is at most 2**63 - 1 bytes, what numpy can describe; the offset is a
+multiple of the itemsize (DALI's writer places samples on 128-byte boundaries
+and only asserts it); with ``chunk_size``, each array lies inside the chunk;
+counts, ndim and the dtype length are checked against their limits before
+anything is read.  Every samples meta DALI's writer produces from arrays of
+those dtypes passes these checks.
 """
 
 import enum
@@ -47,7 +58,7 @@ Sample = Union(
             "ArraySample",
             "offset" / Int64ul,
             "nbytes" / Int64ul,
-            "dtype" / Utf8(Int32ul, MAX_DTYPE_LEN),
+            "dtype" / Utf8(Int64ul, MAX_DTYPE_LEN),
             "shape" / Array(Int32ul, Int64ul, MAX_NDIM),
             Validate(check_array_sample),
         ),

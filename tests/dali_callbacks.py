@@ -7,6 +7,7 @@ corrupt what the worker sends, the way a compromised worker would.
 
 from __future__ import annotations
 
+import functools
 import os
 import pickle
 import sys
@@ -83,7 +84,12 @@ class Hostile:
     a pickle that would create ``marker`` (a file) if unpickled; ``garbage``
     replaces it by random bytes; ``meta-outside`` declares a sample beyond the
     chunk; ``descriptor`` names a chunk the pool does not have; ``capacity``
-    declares a chunk larger than its file.
+    declares a chunk larger than its file; ``message-size`` grows the chunk
+    and declares a message longer than any shm-message; ``bool-bytes`` writes
+    2 and 255 into a bool sample; ``shape:<dims>`` writes a samples meta (with
+    the published layout's writer) whose first array has those dims and no
+    bytes; ``queue:<field>=<value>`` writes that into the result queue's
+    shared header when it puts a result.
     """
 
     def __init__(self, mode: str, marker: str = "") -> None:
@@ -92,6 +98,8 @@ class Hostile:
 
     def __call__(self, info: Any) -> np.ndarray:
         _corrupt_once(self.mode, self.marker)
+        if self.mode == "bool-bytes":
+            return np.array([True, False, True])
         return np.arange(4, dtype=np.int32)
 
 
@@ -128,6 +136,11 @@ def _corrupt_once(mode: str, marker: str) -> None:
             elif mode == "capacity":  # mapping this much and reading its end would be SIGBUS
                 desc.shm_capacity += 1 << 30
                 desc.offset = desc.shm_capacity - 4096
+            elif mode == "message-size":  # a chunk grown as DALI grows them, a message as long as it
+                from nvidia.dali._multiproc import shared_batch
+
+                shared_batch.resize_shm_chunk(shm_chunk, 8 << 20)
+                desc.shm_capacity, desc.offset, desc.num_bytes = shm_chunk.capacity, 0, 3 << 20
             return desc
         shm_chunk.buf[offset : offset + len(data)] = data
         desc.num_bytes = len(data)
@@ -141,8 +154,71 @@ def _corrupt_once(mode: str, marker: str) -> None:
             return encode(value)
 
         shm_samples_meta.encode = encode_outside  # type: ignore[assignment]
+    elif mode.startswith("shape:"):
+        _write_shape(tuple(int(dim) for dim in mode[len("shape:") :].split(",")))
+    elif mode == "bool-bytes":
+        _write_bool_bytes()
+    elif mode.startswith("queue:"):
+        field, value = mode[len("queue:") :].split("=")
+        _write_queue_header(field, int(value))
     else:
         worker.write_shm_message = write_hostile
+
+
+def _write_shape(dims: tuple[int, ...]) -> None:
+    """Samples meta whose first array has ``dims`` and no bytes: Inert's writer refuses it, so the layout's writes it."""
+    import dali_layout
+    from inert.codecs import shm_samples_meta
+
+    def encode_shape(value: Any) -> bytes:
+        first, *rest = value["samples"]
+        arrays = [dali_layout.Array(first["offset"], 0, "|u1", dims)]
+        arrays += [dali_layout.Array(s["offset"], s["nbytes"], s["dtype"], tuple(s["shape"])) for s in rest]
+        return dali_layout.write_samples_meta(arrays)
+
+    shm_samples_meta.encode = encode_shape  # type: ignore[assignment]
+
+
+def _write_bool_bytes() -> None:
+    """After each batch is written, its first sample's bytes become 2, 0, 255 (the samples are bool arrays)."""
+    from nvidia.dali._multiproc import shared_batch
+
+    write_batch = shared_batch.SharedBatchWriter._write_batch
+
+    def write_then_spoil(self: Any, batch: Any) -> None:
+        write_batch(self, batch)
+        self.shm_chunk.buf[0:3] = bytes([2, 0, 255])  # DALI places the first sample at offset 0
+
+    shared_batch.SharedBatchWriter._write_batch = write_then_spoil  # type: ignore[method-assign]
+
+
+def _write_queue_header(field: str, value: int) -> None:
+    """Each result this worker puts leaves ``value`` in the result queue's shared header field ``field``."""
+    from nvidia.dali._multiproc import shared_queue
+
+    put = shared_queue.ShmQueue.put
+
+    def put_hostile(self: Any, msgs: Any) -> Any:
+        def write_meta() -> None:
+            setattr(self.meta, field, value)
+            self.meta.pack_into(self.shm.buf, 0)
+
+        self._write_meta = write_meta
+        return put(self, msgs)
+
+    shared_queue.ShmQueue.put = put_hostile  # type: ignore[method-assign]
+
+
+def start_as(worker_id: int) -> Callable[[Any], None]:
+    """A worker entry point that starts the worker under ``worker_id``, as a compromised worker could."""
+    return functools.partial(_start_as, worker_id)
+
+
+def _start_as(worker_id: int, worker_args: Any) -> None:
+    import inert.dali
+
+    worker_args.worker_id = worker_id
+    inert.dali._worker_entry(worker_args)
 
 
 # --- pipelines ---------------------------------------------------------------------------------------

@@ -259,7 +259,7 @@ def _expect(written: Written, error: type, fmt: str, offset: int, field: str) ->
 def test_garbage_dtype_in_meta_names_format_offset_and_field() -> None:
     written = Written(SIMPLE)
     first = written.meta_offset + 8 + 1  # count, then the first sample's kind byte
-    written.poke(first + 16 + 4, b"|O4")
+    written.poke(first + 16 + 8, b"|O4")  # offset, nbytes, the dtype's u64 length
     _expect(written, inert.InvalidValueError, "shm-samples-meta", first, "samples[0].dtype")
 
 
@@ -288,9 +288,9 @@ def test_bool_bytes_other_than_0_and_1_are_refused(size: int) -> None:
 def test_zero_size_sample_with_a_shape_numpy_cannot_hold_is_refused() -> None:
     written = Written([np.zeros((0, 1), np.float32)])
     first = written.meta_offset + 9
-    shape_at = first + 16 + 4 + 3 + 4
+    shape_at = first + 16 + 8 + 3 + 4  # offset, nbytes, dtype length and text, ndim
     written.poke(shape_at + 8, struct.pack("<Q", 1 << 62))
-    _expect(written, inert.LimitError, "shm-samples-meta", written.meta_offset, "samples[0].shape")
+    _expect(written, inert.InvalidValueError, "shm-samples-meta", first, "samples[0].shape")
 
 
 def test_garbage_message_tag_is_refused_at_its_chunk_offset() -> None:

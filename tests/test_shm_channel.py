@@ -421,7 +421,7 @@ def _meta_offset(chunk: memoryview, descriptor: dict[str, int]) -> int:
 
 def scribble_dtype(chunk: memoryview, descriptor: dict[str, int]) -> None:
     first_sample = _meta_offset(chunk, descriptor) + 8 + 1
-    chunk[first_sample + 16 + 4 : first_sample + 16 + 4 + 3] = b"|O8"
+    chunk[first_sample + 16 + 8 : first_sample + 16 + 8 + 3] = b"|O8"  # after offset, nbytes, the u64 length
 
 
 def scribble_sample_count(chunk: memoryview, descriptor: dict[str, int]) -> None:

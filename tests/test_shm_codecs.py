@@ -94,10 +94,10 @@ def test_completed_task_bytes_follow_the_seed_layout() -> None:
         + b"\x01"
         + struct.pack("<QQ", 4096, 300)
         + b"\x02"
-        + struct.pack("<I", len(message))
+        + struct.pack("<Q", len(message))
         + message
         + b"\x01"
-        + struct.pack("<I", 13)
+        + struct.pack("<Q", 13)
         + b"Traceback ..."
     )
     assert shm_message.encode(COMPLETED) == expected
@@ -136,13 +136,13 @@ def test_descriptor_v2_adds_two_checksums_and_is_the_default() -> None:
         (shm_message, struct.pack("<BqqqqB", 2, 0, 0, 0, 0, 2), inert.InvalidValueError, "offset 33: meta"),
         (
             shm_message,
-            struct.pack("<BqqqqBBI", 2, 0, 0, 0, 0, 0, 2, 2) + b"\xff\xfe" + b"\x00",
+            struct.pack("<BqqqqBBQ", 2, 0, 0, 0, 0, 0, 2, 2) + b"\xff\xfe" + b"\x00",
             inert.InvalidValueError,
             "exception.message: invalid UTF-8",
         ),
         (
             shm_samples_meta,
-            struct.pack("<QBQQI", 1, 0, 0, 4, 2) + b"|O" + struct.pack("<IQ", 1, 1),
+            struct.pack("<QBQQQ", 1, 0, 0, 4, 2) + b"|O" + struct.pack("<IQ", 1, 1),
             inert.InvalidValueError,
             "samples[0].dtype",
         ),
@@ -150,21 +150,21 @@ def test_descriptor_v2_adds_two_checksums_and_is_the_default() -> None:
         (shm_samples_meta, struct.pack("<Q", 1000), inert.TruncatedError, "samples: 1000 elements"),
         (
             shm_samples_meta,
-            struct.pack("<QBQQI", 1, 0, 0, 16, 3) + b"<f4" + struct.pack("<IQ", 1, 1),
+            struct.pack("<QBQQQ", 1, 0, 0, 16, 3) + b"<f4" + struct.pack("<IQ", 1, 1),
             inert.InvalidValueError,
             "samples[0].nbytes: 16 declared, shape and dtype give 4",
         ),
         (
             shm_samples_meta,
-            struct.pack("<QBQQI", 1, 0, 2, 4, 3) + b"<f4" + struct.pack("<IQ", 1, 1),
+            struct.pack("<QBQQQ", 1, 0, 2, 4, 3) + b"<f4" + struct.pack("<IQ", 1, 1),
             inert.InvalidValueError,
             "samples[0].offset",
         ),
         (
             shm_samples_meta,
-            struct.pack("<QBQQI", 1, 0, 0, 8, 3) + b"<f8" + struct.pack("<I3Q", 3, 1 << 62, 1 << 62, 4),
+            struct.pack("<QBQQQ", 1, 0, 0, 8, 3) + b"<f8" + struct.pack("<I3Q", 3, 1 << 62, 1 << 62, 4),
             inert.InvalidValueError,
-            "overflows",
+            "samples[0].shape: [4611686018427387904, 4611686018427387904, 4] of <f8 spans more than 2",
         ),
         (shm_descriptor, struct.pack("<iiQQQII", 0, 0, 100, 50, 51, 0, 0), inert.InvalidValueError, "num_bytes"),
     ],
@@ -293,7 +293,7 @@ def test_short_strings_are_remembered_within_a_bound() -> None:
     batch = {"samples": [{"kind": "ARRAY", "offset": 0, "nbytes": 0, "dtype": "|u1", "shape": [0]}]}
     data = bytearray(shm_samples_meta.encode(batch))
     for i in range(cache + 50):  # distinct refused dtypes: each is decoded, at most `cache` kept
-        data[8 + 1 + 16 + 4 : 8 + 1 + 16 + 4 + 3] = b"%03d" % i  # count, kind, offset and nbytes, length
+        data[8 + 1 + 16 + 8 : 8 + 1 + 16 + 8 + 3] = b"%03d" % i  # count, kind, offset and nbytes, u64 length
         with pytest.raises(inert.InvalidValueError, match="unsupported dtype"):
             shm_samples_meta.decode(bytes(data))
     texts = [v for k, v in vars(shm_samples_meta).items() if k.startswith("_TEXT")]

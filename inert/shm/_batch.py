@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from inert import _checks
-from inert._errors import ChecksumError, InertError, InvalidValueError, LimitError, WriteTypeError, WriteValueError
+from inert._errors import ChecksumError, InertError, InvalidValueError, WriteTypeError, WriteValueError
+from inert._sample_bytes import BOOL_DTYPE, check_bool_bytes
 from inert.codecs import shm_message, shm_samples_meta
 
 from ._memory import MappedChunk
@@ -52,10 +53,6 @@ SAMPLE_ALIGNMENT = 128
 MAX_SAMPLE_DEPTH = 64
 #: Longest exception message or traceback a worker sends, in UTF-8 bytes (the format allows 1 MiB).
 MAX_TEXT_BYTES = 64 * 1024
-# Largest array numpy can describe, zero-size ones included.
-_NUMPY_MAX_BYTES = (1 << 63) - 1
-# Bool arrays up to this size are checked without numpy.
-_SMALL_BOOL_BYTES = 4096
 # Where the fields of a CompletedTask sit in its encoding (after the type byte).
 _FIELD_OFFSETS = {"worker_id": 1, "context_i": 9, "scheduled_i": 17, "minibatch_i": 25, "meta": 33}
 
@@ -270,7 +267,10 @@ def read_result(
 
 
 def _check_views(sample: dict[str, Any], data_end: int, view: memoryview, base: int) -> None:
-    """Check what numpy needs of each array; the field path is added on the way out of an error."""
+    """Check each array against the layout and each bool array's bytes; the field path is added on the way out.
+
+    What numpy needs of a shape the codec has checked (shm-samples-meta's ``check_array_sample``).
+    """
     if sample["kind"] != shm_samples_meta.SampleKind.ARRAY:
         for i, item in enumerate(sample["items"]):
             try:
@@ -283,21 +283,8 @@ def _check_views(sample: dict[str, Any], data_end: int, view: memoryview, base: 
         raise InvalidValueError(
             shm_samples_meta.FORMAT, base, "nbytes", f"bytes {offset}..{offset + nbytes} overlap the meta at {data_end}"
         )
-    if not nbytes:  # a non-empty array's shape multiplies out to nbytes, inside the chunk: numpy can hold it
-        itemsize = _checks.dtype_itemsize(sample["dtype"]) or 1
-        span = itemsize
-        for dim in sample["shape"]:
-            span *= max(dim, 1)
-            if span > _NUMPY_MAX_BYTES:
-                raise LimitError(shm_samples_meta.FORMAT, base, "shape", "larger than numpy can describe")
-    elif sample["dtype"] == "|b1":
-        if nbytes <= _SMALL_BOOL_BYTES:  # deleting the good bytes beats numpy's per-call cost on small arrays
-            bad = bytes(view[offset : offset + nbytes]).translate(None, b"\x00\x01")
-            largest = max(bad) if bad else 0
-        else:
-            largest = int(np.frombuffer(view, np.uint8, count=nbytes, offset=offset).max())
-        if largest > 1:
-            raise InvalidValueError(shm_samples_meta.FORMAT, offset, "", f"bool byte {largest} is not 0 or 1")
+    if sample["dtype"] == BOOL_DTYPE:
+        check_bool_bytes(shm_samples_meta.FORMAT, view, offset, nbytes)
 
 
 def _build_views(sample: dict[str, Any], buffer: Any) -> Any:

@@ -303,18 +303,19 @@ static size_t utf8_error(const uint8_t *s, size_t n) {
     return n;
 }
 
-/* A u32 byte length (at most max_len), then that many bytes of UTF-8. */
+/* A u64 byte length (at most max_len, checked before anything is read), then that many bytes of UTF-8. */
 static bool rd_text(Reader *r, const char *field, uint32_t max_len, Value **out) {
     size_t at = r->off;
-    uint32_t len;
-    if (!rd_u32(r, field, &len)) return false;
-    if (len > max_len) return fail(r, "limit", at, "%s: string length %u exceeds max_len(%u)", field, len, max_len);
-    if (!need(r, len, field)) return false;
+    uint64_t len;
+    if (!rd_u64(r, field, &len)) return false;
+    if (len > max_len)
+        return fail(r, "limit", at, "%s: string length %llu exceeds max_len(%u)", field, (unsigned long long)len, max_len);
+    if (!need(r, (size_t)len, field)) return false;
     const uint8_t *s = r->p + r->off;
-    size_t bad = utf8_error(s, len);
+    size_t bad = utf8_error(s, (size_t)len);
     if (bad != len) return fail(r, "invalid-value", r->off + bad, "%s: invalid UTF-8", field);
-    r->off += len;
-    *out = v_str(s, len);
+    r->off += (size_t)len;
+    *out = v_str(s, (size_t)len);
     return true;
 }
 
@@ -522,10 +523,12 @@ static bool read_array(Reader *r, Value *obj) {
     /* The array against itself, then against the chunk. */
     unsigned itemsize = dtype_itemsize(dtype->s, dtype->len);
     if (!itemsize) return fail(r, "invalid-value", at, "dtype: unsupported");
-    unsigned __int128 total = itemsize;
+    /* numpy's limit: the itemsize times every dimension, a 0 counted as 1, at most 2**63 - 1 bytes. */
+    unsigned __int128 span = itemsize, total = itemsize;
     for (uint32_t k = 0; k < ndim; k++) {
-        total *= dims[k]; /* both factors below 2**64: the product fits 128 bits */
-        if (total > UINT64_MAX) return fail(r, "invalid-value", at, "shape: element count times itemsize overflows 64 bits");
+        span *= dims[k] ? dims[k] : 1; /* both factors below 2**64: the product fits 128 bits */
+        if (span > INT64_MAX) return fail(r, "invalid-value", at, "shape: spans more than 2**63 - 1 bytes");
+        total *= dims[k];
     }
     if (total != nbytes) return fail(r, "invalid-value", at, "nbytes: does not match shape and dtype");
     if (offset % itemsize) return fail(r, "invalid-value", at, "offset: not a multiple of the itemsize");
