@@ -179,7 +179,7 @@ def _shm_file(path: str) -> dict[str, Any] | None:
 
 def _inert_file(path: str, module: ModuleType, *, inside: bool = False) -> dict[str, Any]:
     fmt = module.FORMAT
-    with mapped(path, inside=inside) as view:
+    with mapped(path, inside=inside, format=fmt, limit=module.MAX_SIZE) as view:
         version = read_file_header(fmt, view, module.MAGIC, module.VERSIONS)
         doc = module.decode(view)
         base = {"format": fmt, "version": version, "path": path, "bytes": len(view)}
