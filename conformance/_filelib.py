@@ -69,6 +69,32 @@ def record(body: bytes, value: Any) -> Piece:
     return Piece(body + struct.pack("<I", checksum), {"body": value, "crc32": checksum})
 
 
+def zstd_frame(content: bytes, declared: int | None = None, rle: bool = False) -> bytes:
+    """A zstd frame of ``content`` built by hand (RFC 8878): single segment, a 4-byte content size
+    (``declared`` overrides it), then raw blocks of at most 128 KiB (with ``rle``: one RLE block of
+    ``content``'s first byte).  No compressor is involved, so the corpus never changes with one."""
+    size = len(content) if declared is None else declared
+    frame = struct.pack("<IBI", 0xFD2FB528, 0xA0, size)  # magic; FCS 4 bytes, single segment; content size
+    if rle:
+        return frame + struct.pack("<I", (len(content) << 3) | (1 << 1) | 1)[:3] + content[:1]
+    blocks = [content[at : at + (128 << 10)] for at in range(0, len(content), 128 << 10)] or [b""]
+    for index, block in enumerate(blocks):
+        last = int(index == len(blocks) - 1)
+        frame += struct.pack("<I", (len(block) << 3) | last)[:3] + block
+    return frame
+
+
+def zstd_body(start: int, inflated_length: int, frame: bytes, codec: int = 1, length: int | None = None) -> bytes:
+    """A version 2 ZSTD record body at file offset ``start``: kind 3, codec, inflated length, frame length,
+    zero padding to the next multiple of 64, the frame."""
+    head = bytes([3, codec]) + struct.pack("<QQ", inflated_length, len(frame) if length is None else length)
+    return head + bytes(-(start + len(head)) % ALIGN) + frame
+
+
+def zstd_value(inflated_length: int, frame: bytes) -> dict[str, Any]:
+    return {"kind": "ZSTD", "codec": "ZSTD", "inflated_length": inflated_length, "data": b64(frame)}
+
+
 def header(magic: bytes, version: int = 1) -> bytes:
     return magic + struct.pack("<H", version)
 

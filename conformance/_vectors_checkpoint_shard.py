@@ -1,4 +1,5 @@
-"""Vectors of ``checkpoint-shard``: whole shard files, and one record on its own (``checkpoint-shard.record``)."""
+"""Vectors of ``checkpoint-shard``: whole shard files, one record on its own (``checkpoint-shard.record``),
+and (version 2) what a ZSTD body inflates to (``checkpoint-shard.inflated``)."""
 
 from __future__ import annotations
 
@@ -20,12 +21,15 @@ from ._filelib import (
     TORCH_ZIP,
     Frame,
     b64,
-    header,
     record,
     tensor_body,
     tensor_value,
     value_body,
+    zstd_body,
+    zstd_frame,
+    zstd_value,
 )
+from ._filelib import header as file_header
 from ._vectorlib import U64_MAX, Corpus, Piece
 
 MAGIC = b"\x89INRTSH\n"
@@ -53,7 +57,80 @@ def _nested(depth: int) -> bytes:
     return b"\x91" * (depth - 1) + b"\x90"
 
 
-def body_vectors(c: Corpus, f: Frame) -> Piece:
+def _array(dtype: int, dims: list[int], data: bytes) -> bytes:
+    return struct.pack(f"<BB{len(dims)}Q", dtype, len(dims), *dims) + data
+
+
+def typed_extensions() -> list[tuple[str, str, Any, Any]]:
+    """Accepted documents of the typed extensions 6 to 12, with their canonical JSON spellings."""
+    ext, pack = msgpack.ExtType, msgpack.packb
+    int32 = DTYPES["INT32"][0]
+    return [
+        ("ValueBytesIO", "an io.BytesIO (extension 6)", ext(6, b"hi"), {"$bytesio": "aGk="}),
+        ("ValueArray", "a 2x2 int32 numpy array (extension 7)", ext(7, _array(int32, [2, 2], struct.pack("<4i", 1, -2, 3, 4))),
+         {"$array": {"data": "AQAAAP7///8DAAAABAAAAA==", "dtype": "INT32", "shape": [2, 2]}}),
+        ("ValueArrayZeroDims", "a 0-d float64 array", ext(7, _array(DTYPES["FLOAT64"][0], [], struct.pack("<d", 0.5))),
+         {"$array": {"data": "AAAAAAAA4D8=", "dtype": "FLOAT64", "shape": []}}),
+        ("ValueArrayEmpty", "a (0, 3) uint8 array: no bytes", ext(7, _array(DTYPES["UINT8"][0], [0, 3], b"")),
+         {"$array": {"data": "", "dtype": "UINT8", "shape": [0, 3]}}),
+        ("ValueArrayEmptyLastDim", "a (2**40, 0) float64 array: a 0 after a large dim, no bytes",
+         ext(7, _array(DTYPES["FLOAT64"][0], [1 << 40, 0], b"")),
+         {"$array": {"data": "", "dtype": "FLOAT64", "shape": [1099511627776, 0]}}),
+        ("ValueArrayScalar", "a numpy int64 scalar (extension 8)", ext(8, bytes([DTYPES["INT64"][0]]) + struct.pack("<q", -1)),
+         {"$arrayscalar": {"data": "//////////8=", "dtype": "INT64"}}),
+        ("ValueTorchSize", "a torch.Size (extension 9)", ext(9, pack([2, 3])), {"$torch.Size": [2, 3]}),
+        ("ValueTorchDtype", "a torch.dtype (extension 10), bfloat16", ext(10, bytes([DTYPES["BFLOAT16"][0]])),
+         {"$torch.dtype": "BFLOAT16"}),
+        ("ValueTorchDevice", "a torch.device (extension 11) with an index", ext(11, pack(["cuda", 1])),
+         {"$torch.device": ["cuda", 1]}),
+        ("ValueTorchDeviceNoIndex", "a torch.device without an index", ext(11, pack(["cpu", None])),
+         {"$torch.device": ["cpu", None]}),
+        ("ValueRegisteredObject", "a registered object (extension 12): its name and its fields",
+         ext(12, pack(["train.Config", {"lr": 0.5}])), {"$object": ["train.Config", {"lr": 0.5}]}),
+        ("ValueTypedAsKey", "a torch.dtype as a map key", {ext(10, bytes([DTYPES["FLOAT32"][0]])): 1},
+         {"$map": [[{"$torch.dtype": "FLOAT32"}, 1]]}),
+    ]
+
+
+def typed_rejects() -> list[tuple[str, str, Any, str]]:
+    """Refused documents of the typed extensions: each rule of their payloads broken once."""
+    ext, pack = msgpack.ExtType, msgpack.packb
+    int32, f32 = DTYPES["INT32"][0], DTYPES["FLOAT32"][0]
+    return [
+        ("ValueArrayShort", "an int32 [2] array holding 4 bytes", ext(7, _array(int32, [2], bytes(4))), "invalid-value"),
+        ("ValueArrayLong", "an int32 [1] array holding 8 bytes", ext(7, _array(int32, [1], bytes(8))), "invalid-value"),
+        ("ValueArrayHugeShape", "an array of 2**62 x 2**62 elements in 20 bytes",
+         ext(7, _array(f32, [1 << 62, 1 << 62], b"")), "invalid-value"),
+        ("ValueArrayDimsCut", "an array declaring 3 dims, 1 present", ext(7, struct.pack("<BBQ", int32, 3, 1)), "truncated"),
+        ("ValueArrayHeaderCut", "an array extension of 1 byte", ext(7, bytes([int32])), "truncated"),
+        ("ValueArrayTooManyDims", "an array of 65 dims", ext(7, _array(int32, [1] * 65, bytes(4))), "limit"),
+        ("ValueArrayBfloat16", "a bfloat16 array (numpy has no bfloat16)", ext(7, _array(DTYPES["BFLOAT16"][0], [1], bytes(2))),
+         "invalid-value"),
+        ("ValueArrayUnknownDtype", "an array of dtype code 99", ext(7, _array(99, [1], bytes(1))), "unknown-tag"),
+        ("ValueArrayBoolByte", "a bool array holding the byte 2", ext(7, _array(DTYPES["BOOL"][0], [1], b"\x02")),
+         "invalid-value"),
+        ("ValueArrayScalarShort", "an int64 scalar of 7 bytes", ext(8, bytes([DTYPES["INT64"][0]]) + bytes(7)), "invalid-value"),
+        ("ValueArrayScalarEmpty", "an array scalar extension of 0 bytes", ext(8, b""), "truncated"),
+        ("ValueTorchSizeNegative", "a torch.Size with a dim of -1", ext(9, pack([2, -1])), "invalid-value"),
+        ("ValueTorchSizeNotArray", "a torch.Size holding a string", ext(9, pack("2x3")), "invalid-value"),
+        ("ValueTorchDtypeUnknown", "a torch.dtype of code 0", ext(10, b"\x00"), "unknown-tag"),
+        ("ValueTorchDtypeLong", "a torch.dtype extension of 2 bytes", ext(10, bytes([f32, f32])), "invalid-value"),
+        ("ValueTorchDeviceBadType", "a torch.device whose type is not [a-z][a-z0-9_]*", ext(11, pack(["cu da", 0])),
+         "invalid-value"),
+        ("ValueTorchDeviceNegative", "a torch.device of index -1", ext(11, pack(["cuda", -1])), "invalid-value"),
+        ("ValueObjectNoName", "a registered object with an empty name", ext(12, pack(["", {}])), "invalid-value"),
+        ("ValueObjectNotPair", "a registered object holding a map", ext(12, pack({"name": "x"})), "invalid-value"),
+        ("ValueArrayAsMapKey", "an array scalar as a map key (arrays do not hash)",
+         {ext(8, bytes([int32]) + bytes(4)): 1}, "invalid-value"),
+        ("ValueArrayInSet", "an array as a set member", ext(4, pack([ext(7, _array(int32, [1], bytes(4)))])), "invalid-value"),
+        ("ValueObjectAsMapKey", "a registered object whose state is a map, as a map key",
+         {ext(12, pack(["x", {"a": 1}])): 1}, "invalid-value"),
+        ("ValueObjectTimestampInside", "a registered object whose state holds a MessagePack timestamp",
+         ext(12, pack(["x", msgpack.Timestamp(1, 0)])), "unknown-tag"),
+    ]
+
+
+def body_vectors(c: Corpus, f: Frame, unknown_kinds: tuple[int, ...] = (0, 3, 0xFF)) -> Piece:
     """The vectors of a record body (tensor or value) framed by ``f``; the representative record."""
     rep = f.tensor("FLOAT32", [2, 3], bytes(range(24)))
     c.accept("Representative", "a 2x3 float32 tensor", rep)
@@ -78,7 +155,7 @@ def body_vectors(c: Corpus, f: Frame) -> Piece:
     for byte in (2, 0x80, 0xFF):
         c.reject(f"BoolByte{byte:02X}", f"a bool byte {byte}", f.wrap(tensor_body(f.start, "BOOL", [2], bytes([1, byte]))),
                  "invalid-value")
-    for kind in (0, 3, 0xFF):
+    for kind in unknown_kinds:
         c.reject(f"Kind{kind:02X}Unknown", f"record kind {kind}", f.wrap(bytes([kind]) + bytes(8)), "unknown-tag")
     for code in (0, len(DTYPES) + 1, 0xFF):
         c.reject(f"Dtype{code:02X}Unknown", f"dtype {code}", f.wrap(tensor_body(f.start, code, [1], b"\x00")), "unknown-tag")
@@ -165,6 +242,7 @@ def body_vectors(c: Corpus, f: Frame) -> Piece:
          {"frozen": {"$set": []}, "param_groups": [{"betas": {"$tuple": [0.9, 0.999]}, "params": [0]}],
           "state": {"$map": [[0, {"step": 3}]]}}),
     ]
+    extensions += typed_extensions()
     for name, what, document, spelled in extensions:
         c.accept(name, what, f.encoded_value(msgpack.packb(document, use_bin_type=True), spelled))
     c.reject("ValueNestedOverLimit", "lists nested 65 deep", f.wrap(value_body(_nested(MAX_VALUE_DEPTH + 1))), "limit")
@@ -178,6 +256,8 @@ def body_vectors(c: Corpus, f: Frame) -> Piece:
         ("ValueExtTupleNotArray", "a tuple extension holding an int",
          msgpack.packb(msgpack.ExtType(1, msgpack.packb(1))), "invalid-value"),
     ]
+    ext_rejects += [(name, what, msgpack.packb(document, use_bin_type=True), error)
+                    for name, what, document, error in typed_rejects()]
     for name, what, doc, error in ext_rejects:
         c.reject(name, what, f.wrap(value_body(doc)), error)
     # The spec does not (yet) require the shortest MessagePack spelling: a reader may take these or refuse them.
@@ -209,9 +289,20 @@ def body_vectors(c: Corpus, f: Frame) -> Piece:
     return rep
 
 
-def build_record() -> Corpus:
-    c = Corpus("checkpoint-shard.record", 1)
-    rep = body_vectors(c, Frame())
+#: checkpoint-shard version 2's limits on a ZSTD body, copied from the spec.
+MAX_INFLATED = MAX_TENSOR_BYTES + 1024
+MIN_INFLATED = 6
+#: What the representative ZSTD record inflates to: the body of a float32 [2, 3] tensor.
+INFLATED = tensor_body(0, "FLOAT32", [2, 3], bytes(range(24)))
+
+
+def zstd(inflated_length: int, frame: bytes, start: int = 0) -> Piece:
+    return record(zstd_body(start, inflated_length, frame), zstd_value(inflated_length, frame))
+
+
+def build_record(version: int = 1) -> Corpus:
+    c = Corpus("checkpoint-shard.record", version)
+    rep = body_vectors(c, Frame(), (0, 3, 0xFF) if version == 1 else (0, 4, 0xFF))
     c.truncations("Representative", "the representative tensor record", rep)
     c.truncations("Value", "a value record", value({"a": 1}))
     c.refuse_write("BoolByte", "a bool tensor holding the byte 2",
@@ -220,21 +311,84 @@ def build_record() -> Corpus:
                    {"body": {"kind": "TENSOR", "dtype": "FLOAT32", "shape": [2], "data": b64(bytes(4))}}, "write-value")
     c.refuse_write("UnknownDtype", "dtype FLOAT128",
                    {"body": {"kind": "TENSOR", "dtype": "FLOAT128", "shape": [], "data": b64(bytes(16))}}, "write-value")
+    if version >= 2:
+        zstd_vectors(c)
     return c
 
 
-def shard_file(magic: bytes, group: str, item: str, records: list[Piece], version: int = 1) -> Piece:
+def build_record_v2() -> Corpus:
+    """Version 2's records: version 1's bodies, and ZSTD bodies."""
+    return build_record(2)
+
+
+def zstd_vectors(c: Corpus) -> None:
+    """A ZSTD body's own rules: what is declared and stored, checked before anything is inflated."""
+    frame = zstd_frame(INFLATED)
+    rep = zstd(len(INFLATED), frame)
+    c.accept("ZstdRepresentative", "a ZSTD body holding a float32 [2, 3] tensor's body", rep)
+    c.accept("ZstdRle", "a ZSTD body of one RLE block: 4096 inflated bytes from 4",
+             zstd(4096, zstd_frame(b"\x02" * 4096, rle=True)))
+    c.accept("ZstdInflatedMin", "the shortest inflated length, 6", zstd(MIN_INFLATED, zstd_frame(value_body(b"\xc0"))))
+    c.accept("ZstdInflatedMax", "the longest inflated length, 2**48 + 1024, declared", zstd(MAX_INFLATED, frame))
+    c.accept("ZstdFrameNotChecked", "frame bytes that are no zstd frame: the record's grammar does not inflate",
+             zstd(64, b"not a frame"))
+    for length in (0, MIN_INFLATED - 1, MAX_INFLATED + 1, U64_MAX):
+        c.reject(f"ZstdInflated{length}", f"an inflated length of {length}",
+                 record(zstd_body(0, length, frame), None).data, "invalid-value")
+    for codec in (0, 2, 0xFF):
+        c.reject(f"ZstdCodec{codec:02X}Unknown", f"compression codec {codec}",
+                 record(zstd_body(0, len(INFLATED), frame, codec=codec), None).data, "unknown-tag")
+    c.reject("ZstdFrameBeyondInput", "a frame of 1 MiB declared, 10 bytes present",
+             zstd_body(0, len(INFLATED), frame[:10], length=1 << 20), "truncated")
+    c.reject("ZstdFrameAboveLimit", "a frame of 2**48 + 1 bytes declared",
+             zstd_body(0, len(INFLATED), b"", length=MAX_TENSOR_BYTES + 1), "limit")
+    padded = bytearray(rep.data)
+    padded[30] = 1
+    c.reject("ZstdPaddingNonZero", "a non-zero byte in the padding before the frame", bytes(padded), "invalid-value")
+    flipped = bytearray(rep.data)
+    flipped[70] ^= 0x01
+    c.reject("ZstdFrameFlipped", "one bit of the stored frame flipped: the CRC-32 covers what is stored",
+             bytes(flipped), "checksum")
+    c.truncations("Zstd", "the representative ZSTD record", rep)
+
+
+def build_inflated() -> Corpus:
+    """What a version 2 ZSTD body inflates to: a version 1 body, offsets counted from its first byte."""
+    c = Corpus("checkpoint-shard.inflated", 2)
+    tensor_piece = Piece(INFLATED, tensor_value("FLOAT32", [2, 3], bytes(range(24))))
+    c.accept("Tensor", "a float32 [2, 3] tensor's body", tensor_piece)
+    c.accept("Value", "a value's body", Piece(value_body(b"\x81\xa4step\x07"), {"kind": "VALUE", "value": {"step": 7}}))
+    c.reject("ZstdInside", "a ZSTD body inside a ZSTD body: never nested", zstd_body(0, 64, zstd_frame(INFLATED)),
+             "unknown-tag")
+    c.reject("WithChecksum", "a tensor's body followed by a CRC-32: the inflated bytes carry none",
+             record(INFLATED, None).data, "trailing-bytes")
+    c.reject("PaddingShort", "the tensor bytes right after the header, not at offset 64",
+             tensor_body(0, "UINT8", [60], b"\x01" * 60, pad=b""), "invalid-value")
+    c.truncations("Tensor", "a tensor's body", tensor_piece)
+    return c
+
+
+def shard_file_of(magic: bytes, group: str, item: str, records: list[Piece], version: int = 1) -> Piece:
     """A shard file: header, record count, each record at the next multiple of 64, as ``{group: [{item: ...}]}``."""
-    data = header(magic, version) + struct.pack("<I", len(records))
+    data = file_header(magic, version) + struct.pack("<I", len(records))
     for piece in records:
         data += bytes(-len(data) % ALIGN) + piece.data
     return Piece(data, {group: [{item: piece.value} for piece in records]})
 
 
 def file_vectors(c: Corpus, magic: bytes, group: str, item: str, first: Piece, second: Piece,
-                 back_to_back: tuple[Piece, Piece]) -> None:
+                 back_to_back: tuple[Piece, Piece], known: tuple[int, ...] = (1,)) -> None:
     """The vectors of a shard file of records (checkpoint-shard, dump-shard): ``first`` a tensor record at
-    offset 64, ``second`` a record after it, ``back_to_back`` a record 64 bytes long and another."""
+    offset 64, ``second`` a record after it, ``back_to_back`` a record 64 bytes long and another.
+    The file is of version ``c.version``; ``known`` are the versions the format registers."""
+    version = c.version
+
+    def header(magic: bytes, version: int = version) -> bytes:
+        return file_header(magic, version)
+
+    def shard_file(magic: bytes, group: str, item: str, records: list[Piece]) -> Piece:
+        return shard_file_of(magic, group, item, records, version)
+
     rep = shard_file(magic, group, item, [first, second])
     c.accept("Representative", "a tensor record and a value record", rep)
     c.accept("NoRecords", "a file of no records", shard_file(magic, group, item, []))
@@ -254,8 +408,8 @@ def file_vectors(c: Corpus, magic: bytes, group: str, item: str, first: Piece, s
                              ("OtherInertFile", "another Inert format's file", other + b"\x01\x00" + bytes(8)),
                              ("MagicOneBitOff", "the magic with one bit flipped", one_off + b"\x01\x00" + bytes(4))):
         c.reject(f"Foreign{name}", f"{what}, not a shard file", data, "foreign-format")
-    for version in (0, 2, 0xFFFF):
-        c.reject(f"Version{version}", f"format_version {version}", header(magic, version) + bytes(4), "version")
+    for unknown in (0, max(known) + 1, 0xFFFF):
+        c.reject(f"Version{unknown}", f"format_version {unknown}", header(magic, unknown) + bytes(4), "version")
     c.reject("CountBeyondInput", "1000 records declared, none present", header(magic) + struct.pack("<I", 1000), "truncated")
     c.reject("CountAboveLimit", "2**24 + 1 records declared", header(magic) + struct.pack("<I", (1 << 24) + 1), "limit")
     padded = bytearray(rep.data)
@@ -275,9 +429,22 @@ def file_vectors(c: Corpus, magic: bytes, group: str, item: str, first: Piece, s
                  rep.data[:cut], "truncated")
 
 
-def build() -> Corpus:
-    c = Corpus("checkpoint-shard", 1)
+def build(version: int = 1) -> Corpus:
+    c = Corpus("checkpoint-shard", version)
     # 9 bytes of framing and a 55-byte document: the record fills 64 bytes, the next one needs no padding.
     file_vectors(c, MAGIC, "records", "record", tensor("FLOAT32", [2, 3], bytes(range(24)), start=64),
-                 value({"step": 7}), (value(bytes(53)), value(None)))
+                 value({"step": 7}), (value(bytes(53)), value(None)), known=(1, 2))
+    zstd_record = zstd(len(INFLATED), zstd_frame(INFLATED))
+    if version == 1:
+        c.reject("ZstdRecord", "a version 2 ZSTD record in a version 1 file", shard_file_of(MAGIC, "records", "record",
+                 [zstd_record], 1).data, "unknown-tag")
+    else:
+        c.accept("ZstdRecords", "a ZSTD record beside a tensor and a value record", shard_file_of(
+            MAGIC, "records", "record", [tensor("FLOAT32", [2, 3], bytes(range(24)), start=64), zstd_record,
+                                         value({"step": 7})], 2))
     return c
+
+
+def build_v2() -> Corpus:
+    """Version 2: version 1's files under a version 2 header, and ZSTD records."""
+    return build(2)

@@ -21,6 +21,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from inert import _checks
+from inert._value_types import ARRAY_DTYPES, ArrayValue, DeviceValue, DTypeValue, ObjectValue, SizeValue
 
 __all__ = ["FormatUnderTest", "FORMATS", "codec", "spec", "spec_kwargs", "cases", "DUMP_MANIFEST", "DUMP_SHARD"]
 
@@ -304,12 +305,39 @@ _scalars = st.one_of(
     st.none(), st.booleans(), st.integers(I64_MIN, U64_MAX), st.floats(), st.text(max_size=8), st.binary(max_size=8),
     st.binary(max_size=4).map(bytearray), st.complex_numbers(),
 )
+
+
+@st.composite
+def _array_value(draw: Callable[..., Any]) -> ArrayValue:
+    """A typed array or array scalar (extensions 7 and 8)."""
+    dtype = draw(st.sampled_from(sorted(ARRAY_DTYPES)))
+    scalar = draw(st.booleans())
+    shape = () if scalar else tuple(draw(_shape))
+    count = 1
+    for dim in shape:
+        count *= dim
+    size = count * ITEMSIZES[dtype]
+    if dtype == "BOOL":
+        data = bytes(draw(st.lists(st.integers(0, 1), min_size=size, max_size=size)))
+    else:
+        data = draw(st.binary(min_size=size, max_size=size))
+    return ArrayValue(dtype, shape, data, scalar)
+
+
+#: The typed extensions 7 to 11 (a BytesIO is left out: it does not compare by value).
+_typed = st.one_of(
+    _array_value(),
+    st.lists(st.integers(0, I64_MAX), max_size=4).map(lambda dims: SizeValue(tuple(dims))),
+    st.sampled_from(sorted(ITEMSIZES)).map(DTypeValue),
+    st.builds(DeviceValue, st.from_regex(r"[a-z][a-z0-9_]{0,5}", fullmatch=True), st.none() | st.integers(0, I32_MAX)),
+)
 _values = st.recursive(
-    _scalars,
+    _scalars | _typed,
     lambda inner: st.one_of(
         st.lists(inner, max_size=3),
         st.lists(inner, max_size=3).map(tuple),
         st.dictionaries(_keys, inner, max_size=3),
+        st.builds(ObjectValue, st.text(min_size=1, max_size=8), inner),  # extension 12
     ),
     max_leaves=8,
 )
@@ -497,7 +525,8 @@ _CHECKSUMS: tuple[Mapping[str, Any], ...] = ({}, {"verify_checksums": False})
 _FILE_TOKENS = (b"\x01\x00", b"\x01", b"\x02", b"\x03") + _ints("I", "Q")
 #: MessagePack heads of the value subset: nil, bools, ints, floats, str/bin/array/map headers, the extension codes.
 _MSGPACK_TOKENS = (b"\xc0", b"\xc2", b"\xc3", b"\xcf", b"\xd3", b"\xcb", b"\xd9", b"\xc4", b"\xdc", b"\xde", b"\x91",
-                   b"\x81", b"\xd4\x01", b"\xc7\x10\x02", b"\xd5\x03", b"\xd4\x04", b"\xd4\x05", b"\xd4\x2a", b"\xd6\xff")
+                   b"\x81", b"\xd4\x01", b"\xc7\x10\x02", b"\xd5\x03", b"\xd4\x04", b"\xd4\x05", b"\xd4\x2a", b"\xd6\xff",
+                   b"\xd4\x06", b"\xc7\x12\x07", b"\xd5\x08", b"\xd4\x09", b"\xd4\x0a", b"\xd4\x0b", b"\xd4\x0c")
 
 #: The ready-made entries of the dump formats (tests/test_dump_formats.py uses them too).
 DUMP_MANIFEST = FormatUnderTest(

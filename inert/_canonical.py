@@ -10,6 +10,11 @@ these spellings for what JSON lacks:
 * a tuple ``{"$tuple": [...]}``, a set ``{"$set": [...]}``, a frozenset
   ``{"$frozenset": [...]}`` (members ordered by their canonical JSON text);
 * a complex number ``{"$complex": [real, imag]}``;
+* the typed extensions (``inert._value_types``): a BytesIO ``{"$bytesio": "<base64>"}``,
+  an array ``{"$array": {"data": "<base64>", "dtype": "FLOAT32", "shape": [2]}}``, an
+  array scalar ``{"$arrayscalar": {"data": "<base64>", "dtype": "INT64"}}``,
+  ``{"$torch.Size": [2, 3]}``, ``{"$torch.dtype": "BFLOAT16"}``,
+  ``{"$torch.device": ["cuda", 0]}``, a registered object ``{"$object": [name, state]}``;
 * a dict with a key that is not a string, or a string key starting with ``$``,
   ``{"$map": [[key, value], ...]}`` (pairs ordered by their canonical JSON text).
 
@@ -20,9 +25,12 @@ from __future__ import annotations
 
 import base64
 import enum
+import io
 import json
 import math
 from typing import Any
+
+from inert._value_types import ArrayValue, DeviceValue, DTypeValue, ObjectValue, SizeValue
 
 __all__ = ["to_json", "from_json", "to_json_value"]
 
@@ -55,9 +63,31 @@ def to_json_value(value: Any) -> Any:
         return {"$bytearray": _b64(value)}
     if isinstance(value, (bytes, memoryview)):
         return {"$bytes": _b64(value)}
+    typed = _typed_json(value)
+    if typed is not None:
+        return typed
     if isinstance(value, float) and not math.isfinite(value):
         return {"$float": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
     return value
+
+
+def _typed_json(value: Any) -> Any:
+    kind = type(value)
+    if kind is io.BytesIO:
+        return {"$bytesio": _b64(value.getvalue())}
+    if kind is ArrayValue:
+        if value.scalar:
+            return {"$arrayscalar": {"data": _b64(value.data), "dtype": value.dtype}}
+        return {"$array": {"data": _b64(value.data), "dtype": value.dtype, "shape": list(value.shape)}}
+    if kind is SizeValue:
+        return {"$torch.Size": list(value.dims)}
+    if kind is DTypeValue:
+        return {"$torch.dtype": value.name}
+    if kind is DeviceValue:
+        return {"$torch.device": [value.type, value.index]}
+    if kind is ObjectValue:
+        return {"$object": [value.name, to_json_value(value.state)]}
+    return None
 
 
 def to_json(value: Any) -> str:
@@ -74,6 +104,13 @@ _SPELLINGS: dict[str, Any] = {
     "$frozenset": lambda v: frozenset(_from_json_value(x) for x in v),
     "$complex": lambda v: complex(*(_from_json_value(x) for x in v)),
     "$map": lambda v: {_from_json_value(k): _from_json_value(x) for k, x in v},
+    "$bytesio": lambda v: io.BytesIO(base64.b64decode(v, validate=True)),
+    "$array": lambda v: ArrayValue(v["dtype"], tuple(v["shape"]), base64.b64decode(v["data"], validate=True)),
+    "$arrayscalar": lambda v: ArrayValue(v["dtype"], (), base64.b64decode(v["data"], validate=True), scalar=True),
+    "$torch.Size": lambda v: SizeValue(tuple(v)),
+    "$torch.dtype": DTypeValue,
+    "$torch.device": lambda v: DeviceValue(*v),
+    "$object": lambda v: ObjectValue(v[0], _from_json_value(v[1])),
 }
 
 
@@ -85,7 +122,7 @@ def _from_json_value(obj: Any) -> Any:
             if spelling is not None:
                 try:
                     return spelling(inner)
-                except (TypeError, ValueError) as exc:  # binascii.Error is a ValueError
+                except (TypeError, ValueError, KeyError, IndexError) as exc:  # binascii.Error is a ValueError
                     raise ValueError(f"{{{key!r}: ...}} is not a valid spelling: {exc}") from None
         return {k: _from_json_value(v) for k, v in obj.items()}
     if isinstance(obj, list):

@@ -24,6 +24,7 @@ __all__ = [
     "check_sample_range",
     "check_descriptor",
     "check_tensor_record",
+    "check_compressed_record",
     "check_tensor_entry",
     "check_metadata",
     "check_dump_manifest",
@@ -262,6 +263,20 @@ def check_tensor_record(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str
         if raw.count(0) + raw.count(1) != nbytes:  # one spelling of true: any other byte is refused
             index = next(i for i, b in enumerate(raw) if b > 1)
             return "data", f"a boolean byte other than 0 and 1: {raw[index]} at {index}"
+    return None
+
+
+#: ``MAX_INFLATED`` of checkpoint-shard version 2 (a test holds the two together).
+MAX_INFLATED = (1 << 48) + 1024
+#: The shortest record body: a VALUE holding one byte (nil).
+MIN_INFLATED = 6
+
+
+def check_compressed_record(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str] | None:
+    """A compressed record declares between 6 (the shortest body) and ``MAX_INFLATED`` inflated bytes."""
+    length = value["inflated_length"]
+    if not MIN_INFLATED <= length <= MAX_INFLATED:
+        return "inflated_length", f"{length} outside {MIN_INFLATED}..{MAX_INFLATED}"
     return None
 
 

@@ -1,7 +1,9 @@
 """The ``inert`` command line (also ``python -m inert``).
 
-Exit codes: 0 success; 1 the input is malformed (one line on stderr,
-``inert: <format>: offset N: <field>: <reason>``); 2 a usage or I/O error.
+Exit codes: 0 success; 1 the input is malformed; 2 a usage or I/O error,
+a missing extra included.  Every error is one line on stderr, starting
+``inert: <command>: `` (``inert: decode: shm-message: offset 41: <field>: <reason>``);
+nothing else goes to stderr but a terminal's progress bar.
 """
 
 from __future__ import annotations
@@ -139,11 +141,23 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
     try:
         return run_command(args)
     except HarnessError as exc:
-        raise _Usage(f"conformance: {exc}") from None
+        raise _Usage(str(exc)) from None
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors as one line, ``inert: <command>: <message>``, exit 2 (not usage text and a second line)."""
+
+    def error(self, message: str) -> Any:
+        command = self.prog.partition(" ")[2] or "usage"
+        print(f"inert: {command}: {message} (see `{self.prog} --help`)", file=sys.stderr)
+        raise SystemExit(2)
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="inert", description="Inert: non-executable formats for ML artifacts.")
+    from inert import __version__
+
+    parser = _Parser(prog="inert", description="Inert: non-executable formats for ML artifacts.")
+    parser.add_argument("--version", action="version", version=f"inert {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("formats", help="list the formats and their versions").set_defaults(run=_cmd_formats)
     commands = (("decode", _cmd_decode, "bytes to canonical JSON"), ("encode", _cmd_encode, "canonical JSON to bytes"))
@@ -175,16 +189,26 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _error(command: str, text: object, code: int) -> int:
+    print(f"inert: {command}: {' '.join(str(text).split())}", file=sys.stderr)
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    from inert._extras import missing_extra
+
+    args, unknown = _parser().parse_known_args(argv)
+    command = args.command
+    if unknown:  # argparse would name no command here
+        return _error(command, f"unrecognized arguments: {' '.join(unknown)} (see `inert {command} --help`)", 2)
     try:
         return int(args.run(args))
-    except InertError as exc:
-        print(f"inert: {exc}", file=sys.stderr)
-        return 1
-    except (WriteTypeError, WriteValueError) as exc:
-        print(f"inert: {exc}", file=sys.stderr)
-        return 1
+    except (InertError, WriteTypeError, WriteValueError) as exc:
+        return _error(command, exc, 1)
     except (_Usage, UnicodeDecodeError, ValueError) as exc:
-        print(f"inert: {exc}", file=sys.stderr)
-        return 2
+        return _error(command, exc, 2)
+    except ImportError as exc:  # an optional package: one line naming the extra that installs it
+        line = missing_extra(exc, "this command")
+        if line is None:
+            raise
+        return _error(command, line, 2)

@@ -6,6 +6,7 @@ module holds what would otherwise be repeated in every one of them.
 
 from __future__ import annotations
 
+import io
 import operator
 import struct
 import zlib
@@ -15,6 +16,7 @@ import msgpack
 
 from inert._checks import describe_foreign
 from inert._errors import (
+    ERROR_CLASSES,
     ForeignFormatError,
     InertError,
     InvalidValueError,
@@ -26,6 +28,17 @@ from inert._errors import (
     WriteTypeError,
     WriteValueError,
 )
+from inert._value_types import (
+    TYPED_CODES,
+    ArrayValue,
+    DeviceValue,
+    DTypeValue,
+    ObjectValue,
+    SizeValue,
+    decode_typed,
+    encode_typed,
+)
+from inert._value_types import _Fault as TypedFault
 
 __all__ = [
     "as_buffer",
@@ -269,6 +282,8 @@ EXT_FROZENSET = 5  # payload: a MessagePack array
 EXT_CODES = {EXT_TUPLE: "tuple", EXT_COMPLEX: "complex", EXT_BYTEARRAY: "bytearray", EXT_SET: "set", EXT_FROZENSET: "frozenset"}
 
 _COMPLEX = struct.Struct("<dd")
+#: Typed extensions without a document inside (a registered object's state is walked as a container).
+_TYPED_LEAVES = (io.BytesIO, ArrayValue, SizeValue, DTypeValue, DeviceValue)
 _EXT_OF: dict[type, int] = {tuple: EXT_TUPLE, set: EXT_SET, frozenset: EXT_FROZENSET}
 _SCALARS = (type(None), bool, int, float, str, bytes)
 _CONTAINERS = (list, tuple, set, frozenset)
@@ -296,18 +311,27 @@ class _Unpack:
         if code == EXT_BYTEARRAY:
             return bytearray(payload)
         if code in (EXT_TUPLE, EXT_SET, EXT_FROZENSET):
-            # A nested document: bound the Python recursion it causes.
-            if self.ext_depth >= self.max_depth:
-                raise LimitError(self.fmt, self.base, self.path, f"nesting exceeds max_depth({self.max_depth})")
-            self.ext_depth += 1
-            try:
-                items = self.unpack(payload)
-            finally:
-                self.ext_depth -= 1
+            items = self.nested(payload)
             if not isinstance(items, list):
                 raise InvalidValueError(self.fmt, self.base, self.path, f"{EXT_CODES[code]} extension does not hold an array")
             return tuple(items) if code == EXT_TUPLE else (set(items) if code == EXT_SET else frozenset(items))
+        if code in TYPED_CODES:
+            try:
+                return decode_typed(code, payload, self.nested)
+            except TypedFault as fault:
+                reason = f"{TYPED_CODES[code]} extension: {fault.reason}"
+                raise ERROR_CLASSES[fault.kind](self.fmt, self.base, self.path, reason) from None
         raise UnknownTagError(self.fmt, self.base, self.path, f"unknown extension code {code}")
+
+    def nested(self, payload: bytes) -> Any:
+        """A document inside an extension: bound the Python recursion it causes."""
+        if self.ext_depth >= self.max_depth:
+            raise LimitError(self.fmt, self.base, self.path, f"nesting exceeds max_depth({self.max_depth})")
+        self.ext_depth += 1
+        try:
+            return self.unpack(payload)
+        finally:
+            self.ext_depth -= 1
 
 
 def _check_tree(fmt: str, base: int, path: str, value: Any, max_depth: int) -> None:
@@ -316,10 +340,13 @@ def _check_tree(fmt: str, base: int, path: str, value: Any, max_depth: int) -> N
     while stack:
         node, depth = stack.pop()
         kind = type(node)
-        if kind in _SCALARS or kind is complex or kind is bytearray:
+        if kind in _SCALARS or kind is complex or kind is bytearray or kind in _TYPED_LEAVES:
             continue
         if depth > max_depth:
             raise LimitError(fmt, base, path, f"nesting exceeds max_depth({max_depth})")
+        if kind is ObjectValue:  # its state is a document of the subset too
+            stack.append((node.state, depth + 1))
+            continue
         if kind is dict:
             stack.extend((k, depth + 1) for k in node)
             stack.extend((v, depth + 1) for v in node.values())
@@ -381,7 +408,16 @@ def _prepare(fmt: str, path: str, value: Any, depth: int, max_depth: int) -> Any
         }
     code = _EXT_OF.get(kind)
     if code is None:
-        raise WriteTypeError(fmt, path, f"{kind.__module__}.{kind.__qualname__} is not in the value subset of this format")
+        try:
+            typed = encode_typed(value, lambda inner: msgpack.packb(
+                _prepare(fmt, path, inner, depth + 1, max_depth), use_bin_type=True, strict_types=True))
+        except ValueError as exc:
+            if isinstance(exc, WriteValueError):
+                raise
+            raise WriteValueError(fmt, path, str(exc)) from None
+        if typed is None:
+            raise WriteTypeError(fmt, path, f"{kind.__module__}.{kind.__qualname__} is not in the value subset of this format")
+        return msgpack.ExtType(*typed)
     items = [_prepare(fmt, _item_path(path, i), v, depth + 1, max_depth) for i, v in enumerate(value)]
     if code != EXT_TUPLE:  # a set's members in the order of their encodings: equal sets, equal bytes
         items.sort(key=lambda item: msgpack.packb(item, use_bin_type=True, strict_types=True))

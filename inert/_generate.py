@@ -1055,8 +1055,8 @@ def run(check: bool) -> int:
             path.write_text(text)
     if check and stale:
         for path in stale:
-            print(f"inert: gen --check: {path.name} is stale; run `inert gen`", file=sys.stderr)
+            print(f"inert: gen: {path.name} is stale; run `inert gen`", file=sys.stderr)
         return 1
     if not check:
-        print(f"inert gen: {len(stale)} file(s) written", file=sys.stderr)
+        print(f"inert: gen: {len(stale)} file(s) written")
     return 0

@@ -188,7 +188,7 @@ def _inert_file(path: str, module: ModuleType, *, inside: bool = False) -> dict[
         if fmt == "dump-manifest":
             return {**base, **_manifest_summary(doc)}
         if fmt == "checkpoint-shard":
-            return {**base, **_shard_summary(doc)}
+            return {**base, **_named_records(path, _shard_summary(doc))}
         if fmt == "dump-shard":
             return {**base, **_dump_shard_summary(doc)}
     return base  # pragma: no cover - every format with a magic is listed above
@@ -230,6 +230,50 @@ def _shard_summary(doc: dict[str, Any]) -> dict[str, Any]:
     return {"records": records, "totals": {"records": len(records), "tensors": len(tensors),
                                            "tensor_bytes": sum(r["bytes"] for r in tensors),
                                            "values": len(records) - len(tensors)}}
+
+
+def _record_names(path: str) -> tuple[list[tuple[int, str, str]] | None, str]:
+    """Each record of the data file ``path`` as (offset, name, kind), from the metadata beside it; or None and why not."""
+    from inert.codecs import checkpoint_metadata as codec
+
+    folder, name = os.path.split(os.path.abspath(path))
+    candidates = [METADATA_NAME] + sorted(n for n in os.listdir(folder) if _RANK_METADATA.match(n))
+    for candidate in candidates:
+        full = os.path.join(folder, candidate)
+        if not os.path.isfile(full):
+            continue
+        try:
+            with mapped(full) as view:
+                doc = codec.decode(view)
+        except InertError as exc:
+            return None, f"{candidate} beside it does not decode ({exc})"
+        if name not in doc["files"]:
+            continue
+        index = doc["files"].index(name)
+        names = [(v["byte_offset"], v["fqn"], "value") for v in doc["values"] if v["file"] == index]
+        for t in doc["tensors"]:
+            ndim, count = len(t["size"]), len(t["chunk_files"])
+            for i in range(count):
+                if t["chunk_files"][i] == index:
+                    at = t["chunk_offsets"][i * ndim:(i + 1) * ndim]
+                    where = f" chunk at {_shape(at)}" if count > 1 else ""
+                    names.append((t["chunk_byte_offsets"][i], t["fqn"] + where, "tensor"))
+        return sorted(names), f"names from {candidate}"
+    return None, "no checkpoint metadata beside it lists this file: record names unknown"
+
+
+def _named_records(path: str, summary: dict[str, Any]) -> dict[str, Any]:
+    """A shard file's summary with each record's fqn, when the metadata beside it lists exactly its records."""
+    names, note = _record_names(path)
+    records = summary["records"]
+    if names is not None and [kind for _, _, kind in names] != [r["kind"] for r in records]:
+        listed = len(names)
+        names, note = None, f"{note.removeprefix('names from ')} lists {listed} records of this file, which " \
+                            f"do not match its {len(records)}: record names unknown"
+    if names is not None:  # records lie in the file in offset order, as the metadata's sorted entries
+        for record, (offset, fqn, _) in zip(records, names, strict=True):
+            record.update(fqn=fqn, offset=offset)
+    return {**summary, "note": note}
 
 
 def _field_summary(entry: dict[str, Any]) -> dict[str, Any]:
@@ -352,8 +396,9 @@ def render(s: dict[str, Any]) -> str:
         lines.append(f"non-tensor values: {len(s['values'])}")
         _rows(lines, s["values"], lambda v: v["fqn"])
     if fmt == "checkpoint-shard":
-        _rows(lines, s["records"], lambda r: f"tensor  {r['dtype']}  {_shape(r['shape'])}  {_size(r['bytes'])}"
-              if r["kind"] == "tensor" else f"value  {r['type']}")
+        _rows(lines, s["records"], lambda r: (f"{r['fqn']}  " if "fqn" in r else "")
+              + (f"tensor  {r['dtype']}  {_shape(r['shape'])}  {_size(r['bytes'])}" if r["kind"] == "tensor"
+                 else f"value  {r['type']}"))
     if fmt in ("dump", "dump-manifest"):
         lines.append(f"partition: {s['partition_id']}")
         lines.append(f"fields: {len(s['fields'])}")

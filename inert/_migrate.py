@@ -56,6 +56,14 @@ Convert a legacy torch.distributed.checkpoint directory (pickle .metadata,
 torch.save chunks in .distcp files, written by DCP's own FileSystemWriter)
 into an Inert checkpoint in DST (a new or empty directory).
 
+Also converts a torch.save file of a dict (read with
+torch.load(weights_only=True): needs --trust-source) and a safetensors file
+or a directory of *.safetensors files (no trust needed: safetensors runs
+nothing). Their tensors keep their names (a nested dict's become
+"model.fc.weight", as dcp.save names them); after writing, DST is verified
+and every tensor is read back with inert.torch.load_tensors and compared
+with the source.
+
 Trust model: a legacy checkpoint is pickle, and loading it the usual way runs
 whatever it names. This command never does: .metadata goes through an
 unpickler that answers only DCP's metadata classes, torch.Size, dtypes,
@@ -80,9 +88,10 @@ verification; 2 usage or I/O error, including a missing --trust-source.
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = sub.add_parser(
-        "migrate", help="convert a legacy pickle DCP checkpoint (needs --trust-source)",
+        "migrate", help="convert a legacy DCP checkpoint or a torch.save file (both need --trust-source), or safetensors",
         description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("src", metavar="SRC", help="the legacy checkpoint directory")
+    parser.add_argument("src", metavar="SRC", help="a legacy DCP checkpoint directory, a torch.save file, "
+                        "a safetensors file or a directory of them")
     parser.add_argument("dst", metavar="DST", help="the new Inert checkpoint directory (absent or empty)")
     parser.add_argument("--trust-source", action="store_true",
                         help="state that SRC comes from a trusted source (required: see above)")
@@ -102,13 +111,18 @@ class Migration:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.trust_source:
+    from inert._convert import SAFETENSORS, TORCH_SAVE, convert, source_kind
+
+    kind = source_kind(args.src)
+    if kind != SAFETENSORS and not args.trust_source:  # safetensors executes nothing: no trust needed
+        what = ("a torch.save file is pickle; this command reads it with torch.load(weights_only=True)" if kind == TORCH_SAVE
+                else "a legacy checkpoint is pickle; this command reads it through an allowlisted unpickler and "
+                "torch.load(weights_only=True)")
         return fail("migrate", CommandError(
-            f"refusing to read {args.src} without --trust-source: a legacy checkpoint is pickle; this command reads it "
-            "through an allowlisted unpickler and torch.load(weights_only=True), which are narrower than pickle but "
+            f"refusing to read {args.src} without --trust-source: {what}, which is narrower than pickle but "
             "not safe against a hostile file (see `inert migrate --help`; `inert inspect` reads it without unpickling)"))
     try:
-        done = migrate(args.src, args.dst)
+        done = migrate(args.src, args.dst) if kind is None else convert(args.src, args.dst, kind)
     except CommandError as exc:
         return fail("migrate", exc)
     print(f"inert: migrate: converted {done.tensors} tensors ({human_bytes(done.tensor_bytes)} in {done.chunks} "
@@ -278,7 +292,7 @@ def _inner(exc: BaseException) -> BaseException:
 def _why(exc: BaseException) -> str:
     """The useful part of a loader's message: torch's weights_only refusal names the global it refused."""
     text = " ".join(str(exc).split())
-    found = re.search(r"Unsupported global: GLOBAL (\S+)", text)
+    found = re.search(r"[Uu]nsupported (?:global: )?GLOBAL (\S+)", text)  # 2.13: "...load unsupported GLOBAL x.y whose"
     if found:
         return f"it names {found[1]}, which is not an allowed global"
     return text[:300]

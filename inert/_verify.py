@@ -302,7 +302,8 @@ class _CheckpointCheck:
                  ) -> Generator[tuple[Any, Any], None, None]:
         def one(name: str, item: Any, info: Any) -> Any:
             try:
-                _item, _loaded, buffer = reader._load(fds[name], name, item, info, buffers, None)
+                reader.file_version(name)  # records are decoded by their file's version
+                [(_item, _loaded, buffer)] = reader._load(fds[name], name, info, [item], buffers, None)
             except (InertError, RuntimeError, OSError) as exc:  # RuntimeError: a dtype this torch lacks
                 return exc
             if buffer is not None:

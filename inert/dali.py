@@ -39,7 +39,12 @@ from contextlib import contextmanager
 from types import SimpleNamespace
 from typing import Any
 
-import numpy as np
+from inert._extras import extra_error
+
+try:
+    import numpy as np
+except ImportError as _exc:
+    raise extra_error("inert.dali", _exc, extra="dali") from None
 
 from inert._errors import InvalidValueError, LimitError, WriteTypeError, WriteValueError
 from inert._sample_bytes import BOOL_DTYPE, check_bool_bytes

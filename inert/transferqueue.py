@@ -38,7 +38,12 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import torch
+from inert._extras import extra_error
+
+try:
+    import torch
+except ImportError as _exc:
+    raise extra_error("inert.transferqueue", _exc, extra="transferqueue") from None
 
 try:
     import transfer_queue as tq

@@ -582,7 +582,9 @@ class MsgPack(Construct):  # type: ignore[misc]
     The subset: None, bool, int (-2**63 .. 2**64-1), float, str, bytes, list,
     dict (keys of the subset that hash: str, int, tuple, ...), and the extension
     codes 1 tuple, 2 complex, 3 bytearray, 4 set, 5 frozenset (see
-    :mod:`inert._codec_runtime`).  Any other extension code is an
+    :mod:`inert._codec_runtime`) and the typed codes 6 to 12 (BytesIO, array,
+    array scalar, torch.Size, torch.dtype, torch.device, registered object: see
+    :mod:`inert._value_types`).  Any other extension code is an
     :class:`UnknownTagError`; the document is at most ``max_len`` bytes and
     ``max_depth`` containers deep (checked by Inert, well below msgpack's own 1024).
     """

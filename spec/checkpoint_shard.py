@@ -28,6 +28,42 @@ included) is an unknown tag:
   so equal sets encode to equal bytes.
 * 2 complex: the real then the imaginary part, two ``Float64l`` (16 bytes).
 * 3 bytearray: the raw bytes.
+* 6 BytesIO (an in-memory file): its bytes.
+* 7 array (a numpy array): ``dtype`` (``Int8ul``, a ``DType`` numpy has: not
+  BFLOAT16 nor the FLOAT8 types), ``ndim`` (``Int8ul``, at most 64), ``ndim``
+  dims (``Int64ul``), then exactly ``prod(dims) * itemsize`` bytes, little-endian,
+  C order; BOOL elements are the bytes 0 and 1 only.
+* 8 array scalar (a numpy scalar): ``dtype`` as in 7, then ``itemsize`` bytes.
+* 9 ``torch.Size``: a document holding an array of at most 64 ints, each 0 to 2**63-1.
+* 10 ``torch.dtype``: one byte, a ``DType`` value.
+* 11 ``torch.device``: a document holding ``[type, index]``, ``type`` a string
+  matching ``[a-z][a-z0-9_]{0,31}``, ``index`` nil or an int 0 to 2**31-1.
+* 12 registered object: a document holding ``[name, state]``, ``name`` a string
+  of 1 to 256 bytes, ``state`` a value of the subset.  The name is only a key
+  into the reading program's own registry of classes: nothing is imported.
+
+An array, an array scalar, or a registered object whose state is not
+hashable, is not a map key nor a set member (an invalid value).
+
+Version 2 adds compressed records (written when a save asks for
+compression: ``_extensions=[ZStandard()]``).  A record's body may also be
+``ZSTD``: the codec (``Compression``), ``inflated_length``, then one zstd
+frame (zero padding to a multiple of 64 before it, as for tensor bytes).  The
+frame inflates to exactly ``inflated_length`` bytes, which are a version 1
+record body (a ``TENSOR`` or a ``VALUE``, with offsets counted from the start
+of the inflated bytes; never another ``ZSTD`` body).  The record's CRC-32
+covers what is stored (the frame), so damage is found before anything is
+inflated.  Before inflating, a reader checks ``inflated_length`` against
+``MAX_INFLATED`` and against what it expects (for a tensor, the header and
+bytes its metadata's dtype and chunk shape give; for a value, at most
+``MAX_VALUE_LEN`` and its 5 bytes of header), and the frame's own content size
+must equal it: memory is bounded by declared lengths, never by what a frame
+inflates to.  The frame must be a single zstd frame with nothing after it;
+output of any other length is ``invalid-value``.  A writer stores a record
+that does not shrink as a version 1 body (``TENSOR`` or ``VALUE``), so a
+version 2 file may mix both.  Version 1 files stay as they were: a reader
+decodes each record by its file's version, and a ``ZSTD`` body in a version 1
+file is an unknown tag.
 
 Why 64-byte alignment: it is the cache-line size and the widest SIMD vector
 (AVX-512) of the CPUs this runs on and a multiple of every itemsize (16 at
@@ -39,7 +75,7 @@ has thousands of tiny records (the ``step`` scalars).
 
 import enum
 
-from inert._checks import check_tensor_record
+from inert._checks import check_compressed_record, check_tensor_record
 
 from ._grammar import Array, Bytes, Crc32, Format, Int8ul, Int32ul, Int64ul, MsgPack, Padding, Record, Tag, Union, Validate
 
@@ -51,6 +87,8 @@ MAX_TENSOR_BYTES = 1 << 48
 MAX_VALUE_LEN = 64 << 20
 MAX_VALUE_DEPTH = 64
 MAX_RECORDS = 1 << 24
+#: Largest inflated body of a compressed record (version 2): the largest tensor and the longest header.
+MAX_INFLATED = MAX_TENSOR_BYTES + 1024
 MAGIC = b"\x89INRTSH\n"
 
 
@@ -82,6 +120,18 @@ class RecordKind(enum.IntEnum):
     VALUE = 2
 
 
+class RecordKindV2(enum.IntEnum):
+    """Version 2's record kinds: version 1's and a compressed body."""
+
+    TENSOR = 1
+    VALUE = 2
+    ZSTD = 3
+
+
+class Compression(enum.IntEnum):
+    ZSTD = 1
+
+
 TensorRecord = Record(
     "TensorRecord",
     "dtype" / Tag(DType),
@@ -102,11 +152,32 @@ ShardFileV1 = Record(
     "records" / Array(Int32ul, Record("AlignedRecord", "pad" / Padding(ALIGN), "record" / ShardRecordV1), MAX_RECORDS),
 )
 
+CompressedRecord = Record(
+    "CompressedRecord",
+    "codec" / Tag(Compression),
+    "inflated_length" / Int64ul,
+    "data" / Bytes(Int64ul, MAX_TENSOR_BYTES, align=ALIGN),
+    Validate(check_compressed_record),
+)
+
+RecordBodyV2 = Union(
+    "RecordBodyV2", "kind", Tag(RecordKindV2),
+    {RecordKindV2.TENSOR: TensorRecord, RecordKindV2.VALUE: ValueRecord, RecordKindV2.ZSTD: CompressedRecord},
+)
+
+ShardRecordV2 = Record("ShardRecordV2", "body" / RecordBodyV2, "crc32" / Crc32())
+
+ShardFileV2 = Record(
+    "ShardFileV2",
+    "records" / Array(Int32ul, Record("AlignedRecordV2", "pad" / Padding(ALIGN), "record" / ShardRecordV2), MAX_RECORDS),
+)
+
 FORMAT = Format(
     name="checkpoint-shard",
-    versions={1: ShardFileV1},
+    versions={1: ShardFileV1, 2: ShardFileV2},
     doc=__doc__ or "",
     params=("verify_checksums",),
     magic=MAGIC,
-    parts={"record": {1: ShardRecordV1}},
+    # "inflated": what a version 2 ZSTD body inflates to, a version 1 body (decode_inflated).
+    parts={"record": {1: ShardRecordV1, 2: ShardRecordV2}, "inflated": {2: RecordBody}},
 )

@@ -79,5 +79,5 @@ def test_cli_refuses_bad_json_in_one_line() -> None:
     )
     assert result.returncode == 2 and result.stdout == b""
     assert result.stderr.decode().splitlines() == [
-        "inert: input is not canonical JSON: {'$set': ...} is not a valid spelling: 'int' object is not iterable"
+        "inert: encode: input is not canonical JSON: {'$set': ...} is not a valid spelling: 'int' object is not iterable"
     ]

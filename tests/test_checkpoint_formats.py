@@ -100,12 +100,15 @@ def test_tensor_record_layout_is_pinned() -> None:
 
 def test_file_and_metadata_codecs_agree() -> None:
     shard = {"records": [{"record": TENSOR}, {"record": VALUE}]}
-    data = cs.encode(shard)
-    assert data == interpret_encode(SHARD, shard)
-    assert data[:10] == b"\x89INRTSH\n\x01\x00"
-    first = data.index(bytes([1, 12, 2]))
-    assert first % 64 == 0
-    assert _norm(cs.decode(data)) == _norm(interpret_decode(SHARD, data))
+    for version in (1, 2):  # version 2 only adds a record kind: tensors and values keep version 1's bytes
+        data = cs.encode(shard, version=version)
+        assert data == interpret_encode(SHARD, shard, version=version)
+        assert data[:10] == b"\x89INRTSH\n" + bytes([version, 0])
+        assert data[10:] == cs.encode(shard, version=1)[10:]
+        first = data.index(bytes([1, 12, 2]))
+        assert first % 64 == 0
+        assert _norm(cs.decode(data)) == _norm(interpret_decode(SHARD, data))
+    assert data == cs.encode(shard)  # the writers' default: the newest
     meta = cm.encode(METADATA)
     assert meta == interpret_encode(META, METADATA)
     assert _norm(cm.decode(meta)) == _norm(interpret_decode(META, meta))

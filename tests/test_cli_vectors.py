@@ -34,7 +34,7 @@ def _matches(vector: Vector, outcome: Outcome, code: int, out: str, err: str) ->
     lines = err.splitlines()
     if code != 1 or out or len(lines) != 1 or not err.endswith("\n"):
         return False
-    match = re.fullmatch(rf"inert: {re.escape(vector.format.partition('.')[0])}: offset (\d+): ([^ ]+): (.+)", lines[0])
+    match = re.fullmatch(rf"inert: decode: {re.escape(vector.format.partition('.')[0])}: offset (\d+): ([^ ]+): (.+)", lines[0])
     return match is not None and int(match.group(1)) <= len(vector.data)
 
 

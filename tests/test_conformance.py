@@ -363,7 +363,12 @@ UNREACHABLE: set[tuple[str, str, str]] = {
     # The branch skipping an empty padding before a tensor payload: the tensor header (kind, dtype, ndim,
     # 8 bytes per dim, 8-byte length) is 11 + 8*ndim bytes, odd, from a 64-aligned record start, so the
     # padding is never empty in checkpoint-shard (dump-shard's rows, which share the body, reach it).
-    ("checkpoint_shard", "_read_ShardRecord", "if count12 > n - off:"),
+    # Version 1's body (read by version 1's records and by what a version 2 ZSTD body inflates to,
+    # which starts at offset 0: odd there too), and version 2's own union.
+    ("checkpoint_shard", "_read_RecordBody", "if count9 > n - off:"),
+    ("checkpoint_shard", "_read_ShardRecordV2", "if count12 > n - off:"),
+    # Version 2's ZSTD body: its header (kind, codec, inflated length, frame length) is 18 bytes.
+    ("checkpoint_shard", "_read_ShardRecordV2", "if count26 > n - off:"),
 }
 
 

@@ -59,7 +59,7 @@ def test_missing_spec_extra_names_it() -> None:
     assert "pip install 'inert[spec]'" in result.stderr
     cli = _python("import sys\nfrom inert._cli import main\nsys.exit(main(['gen', '--check']))", blocked=("construct",))
     assert cli.returncode == 2
-    assert cli.stderr.strip().splitlines() == ["inert: inert.spec needs Construct: pip install 'inert[spec]'"]
+    assert cli.stderr.strip().splitlines() == ["inert: gen: inert.spec needs Construct: pip install 'inert[spec]'"]
 
 
 def test_generated_codecs_are_up_to_date() -> None:
@@ -76,8 +76,8 @@ def test_generated_modules_say_so() -> None:
 @pytest.mark.parametrize(
     ("stdin", "line"),
     [
-        (b"\x01\x00", "inert: shm-message: offset 1: context_i: 8 bytes needed, 1 present"),
-        (b"\x07", "inert: shm-message: offset 0: type: unknown MessageType 7"),
+        (b"\x01\x00", "inert: decode: shm-message: offset 1: context_i: 8 bytes needed, 1 present"),
+        (b"\x07", "inert: decode: shm-message: offset 0: type: unknown MessageType 7"),
     ],
 )
 def test_cli_decode_rejects_with_one_line(stdin: bytes, line: str) -> None:
@@ -113,7 +113,7 @@ def test_cli_usage_errors_exit_2() -> None:
         [sys.executable, "-m", "inert", "decode", "--format", "shm-message", "/nonexistent"], capture_output=True, text=True
     )
     assert missing.returncode == 2
-    assert missing.stderr.strip() == "inert: /nonexistent: No such file or directory"
+    assert missing.stderr.strip() == "inert: decode: /nonexistent: No such file or directory"
     unknown = subprocess.run([sys.executable, "-m", "inert", "decode", "--format", "nope"], capture_output=True, text=True)
     assert unknown.returncode == 2
     assert "unknown format 'nope'" in unknown.stderr

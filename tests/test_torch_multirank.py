@@ -7,16 +7,14 @@ The ranks run this file as a script; the tensors are small, so 4 processes fit t
 
 from __future__ import annotations
 
-import datetime
-import os
 import subprocess
 import sys
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
+import ranks
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
@@ -33,37 +31,14 @@ def full() -> torch.Tensor:
 
 
 def run_ranks(scenario: str, path: Path, world: int = 2) -> list[subprocess.CompletedProcess[str]]:
-    # A file rendezvous: no port to pick, so no port another process can take first.
-    with tempfile.TemporaryDirectory() as rendezvous:
-        env = dict(os.environ, INERT_RENDEZVOUS=f"file://{rendezvous}/store", WORLD_SIZE=str(world))
-        procs = [
-            subprocess.Popen([sys.executable, __file__, scenario, str(path)], env=dict(env, RANK=str(rank)),
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            for rank in range(world)
-        ]
-        results = []
-        try:
-            for proc in procs:
-                out, err = proc.communicate(timeout=240)
-                results.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
-        finally:
-            for proc in procs:  # a rank left waiting for a dead peer must not outlive the test
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-    return results
-
-
-def ok(results: list[subprocess.CompletedProcess[str]]) -> None:
-    for rank, result in enumerate(results):
-        assert result.returncode == 0, f"rank {rank}: {result.stderr[-3000:]}"
+    return ranks.run_ranks(__file__, [scenario, str(path)], world)
 
 
 def test_two_ranks_save_and_load_then_reshard_to_one(tmp_path: Path) -> None:
-    ok(run_ranks("save", tmp_path))
+    ranks.ok(run_ranks("save", tmp_path))
     assert (tmp_path / ".metadata").exists()
     assert {p.name for p in tmp_path.glob("*.distcp")} >= {"__0_0.distcp", "__1_0.distcp"}
-    ok(run_ranks("load", tmp_path))
+    ranks.ok(run_ranks("load", tmp_path))
     # 2 -> 1: one process reads both ranks' shards into whole tensors
     state: dict[str, Any] = {"dt": torch.zeros(ROWS, COLS), "rank0": torch.zeros(3), "rank1": torch.zeros(3),
                              "common": {"step": 0}}
@@ -74,9 +49,9 @@ def test_two_ranks_save_and_load_then_reshard_to_one(tmp_path: Path) -> None:
 
 
 def test_four_ranks_save_then_two_ranks_and_one_load(tmp_path: Path) -> None:
-    ok(run_ranks("save", tmp_path, world=4))
+    ranks.ok(run_ranks("save", tmp_path, world=4))
     assert {p.name for p in tmp_path.glob("*.distcp")} >= {f"__{rank}_0.distcp" for rank in range(4)}
-    ok(run_ranks("load", tmp_path, world=2))  # 4 -> 2: each rank reads the halves of two ranks' shards
+    ranks.ok(run_ranks("load", tmp_path, world=2))  # 4 -> 2: each rank reads the halves of two ranks' shards
     state: dict[str, Any] = {"dt": torch.zeros(ROWS, COLS), "common": {"step": 0}}
     state.update({f"rank{rank}": torch.zeros(3) for rank in range(4)})
     inert.torch.load(state, tmp_path)  # 4 -> 1
@@ -86,9 +61,9 @@ def test_four_ranks_save_then_two_ranks_and_one_load(tmp_path: Path) -> None:
 
 
 def test_a_rank_failing_mid_save_leaves_nothing_loadable(tmp_path: Path) -> None:
-    ok(run_ranks("save", tmp_path))  # an older, complete checkpoint in the same directory
+    ranks.ok(run_ranks("save", tmp_path))  # an older, complete checkpoint in the same directory
     results = run_ranks("fail", tmp_path)
-    ok(results)  # each rank saw the save fail (the ranks check that themselves)
+    ranks.ok(results)  # each rank saw the save fail (the ranks check that themselves)
     assert "FAILED AS EXPECTED" in results[0].stdout and "FAILED AS EXPECTED" in results[1].stdout
     assert not (tmp_path / ".metadata").exists()
     with pytest.raises(FileNotFoundError):
@@ -113,8 +88,7 @@ def _rank_state(rank: int, zero: bool) -> dict[str, Any]:
 
 def _worker(scenario: str, path: str) -> None:
     warnings.filterwarnings("ignore")
-    dist.init_process_group("gloo", init_method=os.environ["INERT_RENDEZVOUS"], rank=int(os.environ["RANK"]),
-                            world_size=int(os.environ["WORLD_SIZE"]), timeout=datetime.timedelta(seconds=120))
+    ranks.init_group()
     rank = dist.get_rank()
     try:
         if scenario == "save":
@@ -140,12 +114,10 @@ def _worker(scenario: str, path: str) -> None:
                 raise AssertionError("the save succeeded")
         dist.barrier()
     finally:
-        # No teardown: tearing a file-store group down can wait forever for a peer that already exited
-        # (seen on 2.3, and on 2.4 in about one run in three).  Every rank passed the barrier above.
         sys.stdout.flush()
         sys.stderr.flush()
 
 
 if __name__ == "__main__":
     _worker(sys.argv[1], sys.argv[2])
-    os._exit(0)  # past the process group's exit handlers, for the same reason
+    ranks.leave()  # every rank passed the barrier above

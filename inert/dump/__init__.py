@@ -21,6 +21,13 @@ offset and the field.
 
 from __future__ import annotations
 
+try:
+    import torch as _torch  # noqa: F401 - checked first, so that a missing extra says so
+except ImportError as _exc:
+    from inert._extras import extra_error
+
+    raise extra_error("inert.dump", _exc) from None
+
 from ._manifest import MANIFEST_NAME, check_manifest, read_manifest
 from ._model import DENSE, NESTED, VALUE, DumpReport, FieldSpec, Row
 from ._read import DumpReader, KeyInfo, LoadedDump, load, open_dump

@@ -11,6 +11,10 @@ bytes, MessagePack values), each with a CRC-32::
     dcp.save(state, storage_writer=FileSystemWriter(path))
     dcp.load(state, storage_reader=FileSystemReader(path))
 
+Non-tensor values may be numpy arrays and scalars, ``io.BytesIO``,
+``torch.Size``/``dtype``/``device`` and, once ``register_type``d in the saving
+and the loading program, the caller's dataclasses, NamedTuples and enums
+(docs/torch.md lists every type).
 ``dumps_metadata``/``loads_metadata`` convert DCP's ``Metadata`` on their own;
 ``load_tensors(path, into)`` reads a checkpoint's tensors without ``dcp.load``
 (same checks, no planning: for one process reading tensors by name).
@@ -35,6 +39,7 @@ from ._compat import TORCH_VERSION, parse_version
 from ._metadata import InertStorageInfo, dumps_metadata, loads_metadata
 from ._reader import FileSystemReader, ShapeMismatchError
 from ._tensors import load_tensors
+from ._values import register_type, unregister_type
 from ._writer import FileSystemWriter
 
 
@@ -95,6 +100,8 @@ __all__ = [
     "load",
     "load_tensors",
     "ShapeMismatchError",
+    "register_type",
+    "unregister_type",
     "InertStorageInfo",
     "dumps_metadata",
     "loads_metadata",

@@ -18,6 +18,11 @@ under 1 MiB in all, by the calling thread alone):
 * any other record is read whole into a reused buffer, checksummed, decoded,
   checked the same way, and only then viewed as a tensor and copied.
 
+A resharded load may make several read items on one record (a chunk saved
+whole, loaded into two local shards): placement is checked per record, and
+the record is read, checksummed and decoded once before each item copies its
+slice.  Two chunks of the metadata that claim overlapping bytes are refused.
+
 Values go to the built-in planner directly; a custom planner's ``load_bytes``
 gets bytes that Inert produced locally (``torch.save`` of the checked value),
 never the file's bytes.
@@ -25,6 +30,7 @@ never the file's bytes.
 
 from __future__ import annotations
 
+import copy
 import functools
 import io
 import math
@@ -50,15 +56,20 @@ from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, LoadPla
 from torch.distributed.checkpoint.storage import StorageReader
 from torch.futures import Future
 
+from inert._checks import MAX_INFLATED
+from inert._codec_runtime import read_file_header
 from inert._errors import ChecksumError, ForeignFormatError, InertError, InvalidValueError, LimitError, TruncatedError
 from inert._files import open_in, read_fd
+from inert._zstd import inflate
 from inert.codecs import checkpoint_metadata as metadata_codec
 from inert.codecs import checkpoint_shard as shard
 
 from ._compat import torch_dtype
 from ._metadata import InertStorageInfo, loads_metadata
+from ._options import checked_extension_registry
 from ._payload import BLOCK, byte_view, crc32, crc32_combine, read_into
 from ._threads import SharedTasks, Task
+from ._values import from_document
 
 try:
     from torch.distributed.checkpoint.metadata import StorageMeta
@@ -101,8 +112,18 @@ _PART = 8 << 20
 _TAIL_PART = 1 << 20
 #: What ``_load_direct`` returns for a payload handed out in parts: the last part reports the record.
 _SPREAD = object()
+#: In place of a buffer: copy from this tensor, but its buffer comes back with a later read item of the record.
+_SHARED_BUFFER = object()
+#: Alignment of tensor payloads in a record body (``ALIGN`` in ``inert.spec.checkpoint_shard``).
+ALIGN = 64
+#: The longest a VALUE body may inflate to: its kind, its document's length and the document.
+_VALUE_INFLATED_MAX = 5 + (64 << 20)  # MAX_VALUE_LEN in inert.spec.checkpoint_shard
 #: Where a read item's tensor goes: ``LoadPlanner.resolve_tensor`` or ``load_tensors``' own lookup.
 Resolve = Callable[[ReadItem], torch.Tensor]
+#: What loading a record gives, per read item: the item, the value or tensor, and a buffer to give back (or None).
+Loaded = tuple[ReadItem, Any, Any]
+#: A record and the read items that take parts of it (several when a load splits a saved chunk).
+Placed = tuple[InertStorageInfo, list[ReadItem]]
 
 
 def _read_tail(fd: int, info: InertStorageInfo, name: str) -> bytes:
@@ -205,7 +226,7 @@ class _Parts:
     def tasks(self) -> list[Task]:
         return [functools.partial(self.read, index) for index in range(len(self.spans))]
 
-    def read(self, index: int) -> tuple[ReadItem, Any, Any] | None:
+    def read(self, index: int) -> list[Loaded] | None:
         lo, hi = self.spans[index]
         crc = read_into(self.fd, self.at + lo, self.view[lo:hi], None if self.head_crc is None else 0, self.name)
         with self.lock:
@@ -219,16 +240,16 @@ class _Parts:
             for (lo, hi), part in zip(self.spans, self.crcs, strict=True):
                 total = crc32_combine(total, part, hi - lo)
             _check_crc(total, self.stored, self.name, self.item, self.info)
-        return self.item, self.target, None
+        return [(self.item, self.target, None)]
 
 
-def _batches(work: list[tuple[str, ReadItem, InertStorageInfo]]) -> Iterator[list[tuple[str, ReadItem, InertStorageInfo]]]:
+def _batches(work: list[tuple[str, Placed]]) -> Iterator[list[tuple[str, Placed]]]:
     """``work`` in runs of about ``_BATCH_BYTES`` (a large record alone): one hand-off to a thread per run."""
-    batch: list[tuple[str, ReadItem, InertStorageInfo]] = []
+    batch: list[tuple[str, Placed]] = []
     size = 0
     for entry in work:
         batch.append(entry)
-        size += entry[2].length
+        size += entry[1][0].length
         if size >= _BATCH_BYTES or len(batch) >= _BATCH_RECORDS:
             yield batch
             batch, size = [], 0
@@ -271,6 +292,8 @@ _SCRATCH = _HeaderBuffers(keep=1 << 30)
 class FileSystemReader(StorageReader):
     """Drop-in for ``torch.distributed.checkpoint.FileSystemReader`` reading Inert's formats.
 
+    The arguments are torch's (``_extension_registry`` is accepted and unused: compressed
+    records are part of the format, and no extension's code runs on load), then Inert's:
     ``verify_checksums`` (default on) checks every record's CRC-32; ``thread_count``
     records are read and checked in parallel; ``max_metadata_size`` lowers the
     64 MiB limit on the ``.metadata`` file.
@@ -279,6 +302,7 @@ class FileSystemReader(StorageReader):
     def __init__(
         self,
         path: str | os.PathLike[str],
+        _extension_registry: Any = None,
         *,
         verify_checksums: bool = True,
         thread_count: int = 2,
@@ -287,6 +311,9 @@ class FileSystemReader(StorageReader):
         super().__init__()
         self.fs = FileSystem()
         self.path = Path(path)
+        # Accepted as torch's reader accepts it; compression is declared by the format and no
+        # extension's code runs on load, so the registry is checked but never consulted.
+        self.extension_registry = checked_extension_registry(_extension_registry)
         self.verify_checksums = verify_checksums
         self.thread_count = max(1, thread_count)
         self.max_metadata_size = max_metadata_size
@@ -297,6 +324,8 @@ class FileSystemReader(StorageReader):
         self.use_collectives = True
         #: The InertError the last ``read_metadata`` raised reading its file, if any.
         self.metadata_error: InertError | None = None
+        #: Each data file's format_version, read from its header when a read opens it.
+        self._file_versions: dict[str, int] = {}
 
     def reset(self, checkpoint_id: str | os.PathLike[str] | None = None) -> None:
         self.storage_data = {}
@@ -350,7 +379,7 @@ class FileSystemReader(StorageReader):
             raise InvalidValueError("checkpoint-metadata", -1, "storage_data", "missing")
 
     def _check_placement(self, per_file: dict[str, list[InertStorageInfo]]) -> None:
-        """Records lie inside their files and do not overlap."""
+        """Records lie inside their files and do not overlap (each record listed once)."""
         for name, infos in per_file.items():
             fd = open_in(self.path, name, "checkpoint-shard")
             try:
@@ -374,50 +403,66 @@ class FileSystemReader(StorageReader):
         return plans
 
     def _load(
-        self, fd: int, name: str, item: ReadItem, info: InertStorageInfo, buffers: _Buffers, resolve: Resolve | None,
-        shared: SharedTasks | None = None,
-    ) -> tuple[ReadItem, Any, Any] | None:
-        """Read, decode and check one record; return the value, or the tensor (a view of the buffer, also
-        returned), or with ``resolve`` the destination the tensor was copied into (the buffer is then None).
+        self, fd: int, name: str, info: InertStorageInfo, items: list[ReadItem], buffers: _Buffers,
+        resolve: Resolve | None, shared: SharedTasks | None = None,
+    ) -> list[Loaded] | None:
+        """Read, decode and check one record, then give each of ``items`` its part: the value, or the
+        tensor (a view of the buffer, which comes back with the last item), or with ``resolve`` the
+        destination the tensor was copied into (the buffer is then None).
 
         With ``shared``, a large payload may be handed out in parts (None: the last part reports the record).
         """
-        if item.type == LoadItemType.TENSOR and info.length > _DIRECT_MIN and resolve is not None:
-            target = self._load_direct(fd, name, item, info, resolve, shared)
+        if len(items) == 1 and items[0].type == LoadItemType.TENSOR and info.length > _DIRECT_MIN and resolve is not None:
+            target = self._load_direct(fd, name, items[0], info, resolve, shared)
             if target is _SPREAD:
                 return None
             if target is not None:
-                return item, target, None
-        return self._load_whole(fd, name, item, info, buffers, resolve)
+                return [(items[0], target, None)]
+        return self._load_whole(fd, name, info, items, buffers, resolve)
 
     def _load_whole(
-        self, fd: int, name: str, item: ReadItem, info: InertStorageInfo, buffers: _Buffers, resolve: Resolve | None
-    ) -> tuple[ReadItem, Any, Any]:
-        """The general path: the whole record read into a buffer, decoded and checked, then copied."""
-        self._check_length(item, info)
-        if item.type == LoadItemType.TENSOR and info.length > _LENGTH_CHECKED:
-            self.check_header(fd, name, item, info)  # before a buffer of the declared length is allocated
+        self, fd: int, name: str, info: InertStorageInfo, items: list[ReadItem], buffers: _Buffers,
+        resolve: Resolve | None,
+    ) -> list[Loaded]:
+        """The general path: the whole record read into a buffer, checksummed and decoded once, every
+        read item's part checked against it, then each part copied."""
+        first = items[0]
+        self._check_length(first, info)
+        if first.type == LoadItemType.TENSOR and info.length > _LENGTH_CHECKED:
+            self.check_header(fd, name, first, info)  # before a buffer of the declared length is allocated
         buffer = buffers.take(info.length)
         view = memoryview(buffer.numpy())[: info.length]  # type: ignore[arg-type]
         read_into(fd, info.offset, view, None, name)
-        record = self._decode(view, name, item, info, self.verify_checksums)
+        record = self._decode(view, name, first, info, self.verify_checksums)
         if record["crc32"] != info.crc32:
-            raise ChecksumError("checkpoint-shard", info.offset + info.length - 4, item.storage_index.fqn,
+            raise ChecksumError("checkpoint-shard", info.offset + info.length - 4, first.storage_index.fqn,
                                 f"record CRC-32 {record['crc32']:#010x}, the metadata expects {info.crc32:#010x}")
         body = record["body"]
-        if item.type == LoadItemType.BYTE_IO:
-            self._check_kind(body, shard.RecordKind.VALUE, item, info)
+        end = info.length - 4  # where the payload ends: the CRC-32 follows it
+        if body["kind"] == shard.RecordKindV2.ZSTD:  # checked against the stored bytes above; now inflated
+            raw = self._inflate(body, name, first, info)
+            del record, body
             buffers.give(buffer)
-            return item, body["value"], None
-        dtype, shape = self._check_tensor(body, item, info)
+            buffer = buffers.take(len(raw))
+            view = memoryview(buffer.numpy())[: len(raw)]  # type: ignore[arg-type]
+            view[:] = raw
+            body = self._decode_inflated(view, name, first, info)
+            end = len(raw)
+        if first.type == LoadItemType.BYTE_IO:
+            self._check_kind(body, shard.RecordKind.VALUE, first, info)
+            buffers.give(buffer)
+            value = body["value"]  # the subset's containers only: a deep copy runs no code of the file's
+            return [(item, value if n == 0 else copy.deepcopy(value), None) for n, item in enumerate(items)]
+        for item in items:
+            dtype, shape = self._check_tensor(body, item, info)
         nbytes = len(body["data"])
-        start = info.length - 4 - nbytes  # the payload ends where the CRC-32 begins
+        start = end - nbytes
         tensor = buffer[start : start + nbytes].view(dtype).reshape(shape)
         if resolve is None:
-            return item, tensor, buffer
-        target = _copy_into(resolve, item, tensor)
+            return [(item, tensor, buffer if n == len(items) - 1 else _SHARED_BUFFER) for n, item in enumerate(items)]
+        results = [(item, _copy_into(resolve, item, tensor), None) for item in items]
         buffers.give(buffer)
-        return item, target, None
+        return results
 
     def _check_length(self, item: ReadItem, info: InertStorageInfo) -> None:
         """A record the metadata declares longer than its kind can be is refused before a buffer is allocated:
@@ -431,7 +476,9 @@ class FileSystemReader(StorageReader):
         else:
             dtype, shape = self._expected(item, info)
             nbytes = math.prod(shape) * dtype.itemsize
-            longest, what = _HEAD_MAX + nbytes + 4, f"its {shape} {dtype} chunk takes {nbytes} bytes and a header"
+            # A compressed (ZSTD) record of incompressible bytes: 3 bytes a 128 KiB block and a frame header more.
+            longest = _HEAD_MAX + nbytes + nbytes // 1024 + 4096
+            what = f"its {shape} {dtype} chunk takes {nbytes} bytes, a header and a compressed frame's overhead"
         if info.length > longest:
             raise LimitError("checkpoint-metadata", -1, f"storage_data[{item.storage_index.fqn}].length",
                              f"record of {info.length} bytes exceeds max_len({longest}): {what}")
@@ -451,6 +498,8 @@ class FileSystemReader(StorageReader):
         read_into(fd, info.offset, head[: min(info.length, _HEAD_MAX)], None, name)
         if head[0] == shard.RecordKind.VALUE:
             self._check_kind({"kind": shard.RecordKind.VALUE}, shard.RecordKind.TENSOR, item, info)
+        if head[0] != shard.RecordKind.TENSOR:  # a compressed record: its inflated length is checked before inflating
+            return
         try:  # the payload past the header is unread: only its length is decoded
             record = self._decode(head, name, item, info, False)
             self._check_tensor(record["body"], item, info)
@@ -517,14 +566,33 @@ class FileSystemReader(StorageReader):
         return target
 
     def _decode(self, view: memoryview, name: str, item: ReadItem, info: InertStorageInfo, verify: bool) -> Any:
-        """The record decoded by the codec; with ``verify``, its CRC-32 checked first (damage is named as
-        such, not by the field it hit), by the fastest implementation at hand."""
+        """The record decoded by the codec of its file's version; with ``verify``, its CRC-32 checked first
+        (damage is named as such, not by the field it hit), by the fastest implementation at hand."""
         if verify and len(view) >= 4:
             _check_crc(crc32(view[:-4]), _CRC.unpack_from(view, len(view) - 4)[0], name, item, info)
         try:
-            return shard.decode_record(view, verify_checksums=False)
+            return shard.decode_record(view, version=self._file_versions[name], verify_checksums=False)
         except InertError as exc:
             raise exc._replace(offset=info.offset + exc.offset, field=f"{name}:{item.storage_index.fqn}.{exc.field}") from None
+
+    def _inflate(self, body: dict[str, Any], name: str, item: ReadItem, info: InertStorageInfo) -> bytes:
+        """A ZSTD body's bytes, once its declared length is what the read plan's record can hold."""
+        field = f"{name}:{item.storage_index.fqn}.body"
+        if item.type == LoadItemType.BYTE_IO:
+            return inflate(body, info.offset, field, limit=_VALUE_INFLATED_MAX)
+        dtype, shape = self._expected(item, info)
+        nbytes = math.prod(shape) * dtype.itemsize
+        header = 3 + 8 * len(shape) + 8
+        return inflate(body, info.offset, field, expected=header + -header % ALIGN + nbytes, limit=MAX_INFLATED)
+
+    def _decode_inflated(self, view: memoryview, name: str, item: ReadItem, info: InertStorageInfo) -> Any:
+        """What a ZSTD body inflated to, decoded as the version 1 body it must be (offsets: into those bytes)."""
+        try:
+            return shard.decode_inflated(view, verify_checksums=False)
+        except InertError as exc:
+            field = f"{name}:{item.storage_index.fqn}.inflated.{exc.field}"
+            reason = f"at {exc.offset} of the inflated bytes: {exc.reason}"
+            raise exc._replace(offset=info.offset, field=field, reason=reason) from None
 
     @staticmethod
     def _check_kind(body: dict[str, Any], kind: Any, item: ReadItem, info: InertStorageInfo) -> None:
@@ -569,50 +637,81 @@ class FileSystemReader(StorageReader):
             raise ShapeMismatchError("checkpoint-shard", info.offset, fqn, f"no chunk at {where}")
         return md.properties.dtype, tuple(chunks[index].sizes)
 
-    def _placed(self, items: list[ReadItem]) -> dict[str, list[tuple[ReadItem, InertStorageInfo]]]:
-        """``items`` and their records by file, once every record is checked to lie inside its file."""
-        per_file: dict[str, list[tuple[ReadItem, InertStorageInfo]]] = defaultdict(list)
+    def _placed(self, items: list[ReadItem]) -> dict[str, list[Placed]]:
+        """``items`` by record and file, in file order, once every record is checked to lie inside its
+        file without overlapping another.
+
+        A load that splits a saved chunk (another world size, a ShardedTensor with several local
+        shards) makes several read items on one record: the record is placed, read and checked once.
+        """
+        records: dict[int, Placed] = {}
         for item in items:
-            info = self.storage_data[item.storage_index]
-            per_file[info.relative_path].append((item, info))
-        self._check_placement({name: [info for _, info in pairs] for name, pairs in per_file.items()})
+            info = self.storage_data[item.storage_index]  # one object per saved chunk
+            records.setdefault(id(info), (info, []))[1].append(item)
+        per_file: dict[str, list[Placed]] = defaultdict(list)
+        for info, record_items in records.values():
+            per_file[info.relative_path].append((info, record_items))
+        for placed in per_file.values():
+            placed.sort(key=lambda p: p[0].offset)
+        self._check_placement({name: [info for info, _ in placed] for name, placed in per_file.items()})
         return per_file
 
-    def _records(self, items: list[ReadItem], buffers: _Buffers, resolve: Resolve | None) -> Iterator[tuple[ReadItem, Any, Any]]:
+    def file_version(self, name: str) -> int:
+        """The format_version of the data file ``name`` (read from its header once)."""
+        if name not in self._file_versions:
+            fd = open_in(self.path, name, "checkpoint-shard")
+            try:
+                self._file_versions[name] = self._file_version(fd, name)
+            finally:
+                os.close(fd)
+        return self._file_versions[name]
+
+    @staticmethod
+    def _file_version(fd: int, name: str) -> int:
+        """The data file's format_version, once its magic says it is a checkpoint-shard file."""
+        head = os.pread(fd, shard.HEADER_SIZE, 0)
+        try:
+            return read_file_header(shard.FORMAT, head, shard.MAGIC, shard.VERSIONS)
+        except InertError as exc:
+            raise exc.within(name) from None
+
+    def _records(self, items: list[ReadItem], buffers: _Buffers, resolve: Resolve | None) -> Iterator[Loaded]:
         """Every record of ``items``, checked.
 
         With ``resolve`` the threads put tensors in place themselves and what they return holds
         no buffer: they share the records out (see ``SharedTasks``; a large payload in parts) and this
         yields once all are in.
-        Without, results come in plan order with a bounded number of buffers in flight.
+        Without, results come in file order with a bounded number of buffers in flight.
         """
         per_file = self._placed(items)
         fds: dict[str, int] = {}
         try:
             for name in per_file:
                 fds[name] = open_in(self.path, name, "checkpoint-shard")
-            work = [(name, item, info) for name, pairs in per_file.items()
-                    for item, info in sorted(pairs, key=lambda p: p[1].offset)]
+                self._file_versions[name] = self._file_version(fds[name], name)
+            work = [(name, placed) for name, records in per_file.items() for placed in records]
 
-            def load(entry: tuple[str, ReadItem, InertStorageInfo]) -> tuple[ReadItem, Any, Any]:
-                name, item, info = entry
-                loaded = self._load(fds[name], name, item, info, buffers, resolve)
+            def load(entry: tuple[str, Placed]) -> list[Loaded]:
+                name, (info, record_items) = entry
+                loaded = self._load(fds[name], name, info, record_items, buffers, resolve)
                 assert loaded is not None  # nothing spilled
                 return loaded
 
-            if self.thread_count == 1 or sum(info.length for _, _, info in work) < _THREADED_MIN:
-                yield from map(load, work)
+            if self.thread_count == 1 or sum(info.length for _, (info, _) in work) < _THREADED_MIN:
+                for entry in work:
+                    yield from load(entry)
             elif resolve is not None:
                 shared = SharedTasks()
-                shared.spill([functools.partial(self._load, fds[name], name, item, info, buffers, resolve, shared)
-                              for name, item, info in work])
-                yield from shared.run(self.thread_count)
+                shared.spill([functools.partial(self._load, fds[name], name, info, record_items, buffers, resolve, shared)
+                              for name, (info, record_items) in work])
+                for loaded in shared.run(self.thread_count):
+                    yield from loaded
             else:
                 with ThreadPoolExecutor(self.thread_count) as pool:
                     window = 2 * self.thread_count
-                    pending: deque[_PoolFuture[list[tuple[ReadItem, Any, Any]]]] = deque()
+                    pending: deque[_PoolFuture[list[Loaded]]] = deque()
                     for batch in _batches(work):
-                        pending.append(pool.submit(lambda b: [load(entry) for entry in b], batch))
+                        pending.append(pool.submit(lambda b: [r for entry in b for r in load(entry)], batch))
                         if len(pending) >= window:
                             yield from pending.popleft().result()
                     for future in pending:
@@ -630,6 +729,9 @@ class FileSystemReader(StorageReader):
         resolve = planner.resolve_tensor if parallel else None
         for item, loaded, buffer in self._records(plan.items, buffers, resolve):
             if item.type == LoadItemType.BYTE_IO:
+                # typed values become numpy, torch and registered objects only here, for the state dict
+                # (inert verify reads the same records without rebuilding anything)
+                loaded = from_document(loaded, item.dest_index.fqn)
                 if direct:
                     _set_value(planner, item, loaded)
                 else:  # a custom planner: bytes Inert serialized from the checked value, never the file's
@@ -640,7 +742,8 @@ class FileSystemReader(StorageReader):
                 continue
             if buffer is not None:
                 target = _copy_into(planner.resolve_tensor, item, loaded)
-                buffers.give(buffer)
+                if buffer is not _SHARED_BUFFER:
+                    buffers.give(buffer)
             else:
                 target = loaded
             planner.commit_tensor(item, target)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,9 @@ from ._reader import FileSystemReader, ShapeMismatchError, _Buffers, _narrow
 
 __all__ = ["load_tensors", "MAX_TILING_CELLS"]
 
+#: The most a zstd frame can inflate per byte: a block holds at most 128 KiB and takes at least
+#: 4 bytes (an RLE block: a 3-byte header and the byte repeated).
+ZSTD_MAX_RATIO = (128 << 10) // 4
 #: Most cells of the grid that a tensor's chunk boundaries draw (one byte each while tiling is checked).
 MAX_TILING_CELLS = 1 << 24
 
@@ -67,7 +71,7 @@ def load_tensors(
         wanted = {fqn: md for fqn, md in entries.items() if isinstance(md, TensorStorageMetadata)}
     else:
         wanted = {fqn: _entry_for(fqn, tensor, entries.get(fqn)) for fqn, tensor in into.items()}
-    items = [item for fqn, md in wanted.items() for item in _read_items(fqn, md, reader.storage_data)]
+    items = [item for fqn, md in wanted.items() for item in _read_items(fqn, md, reader.storage_data, reader.file_version)]
     if into is None:
         # Records inside their files, and each one's header what the metadata says, before a tensor is
         # allocated: a sparse file places any length at no cost on disk, its header is its first bytes.
@@ -97,7 +101,8 @@ def _entry_for(fqn: str, tensor: Any, md: Any) -> TensorStorageMetadata:
     return md
 
 
-def _read_items(fqn: str, md: TensorStorageMetadata, storage: dict[Any, InertStorageInfo]) -> list[ReadItem]:
+def _read_items(fqn: str, md: TensorStorageMetadata, storage: dict[Any, InertStorageInfo],
+                file_version: Callable[[str], int]) -> list[ReadItem]:
     """One read item per chunk, each reading its whole record into its place in the tensor."""
     _check_tiling(fqn, md.size, md.chunks)
     itemsize = md.properties.dtype.itemsize
@@ -107,7 +112,9 @@ def _read_items(fqn: str, md: TensorStorageMetadata, storage: dict[Any, InertSto
         key = MetadataIndex(fqn, chunk.offsets, index)
         info = storage[key]
         nbytes = math.prod(chunk.sizes) * itemsize
-        if info.length < nbytes:  # with placement checked, a new tensor's bytes are all in the files
+        # A version 2 file's record may be a ZSTD body, which inflates by at most zstd's own ratio.
+        # (Placement is checked later: then a new tensor's bytes are all in the files.)
+        if info.length < nbytes and not (info.length >= -(-nbytes // ZSTD_MAX_RATIO) and file_version(info.relative_path) >= 2):
             reason = f"a record of {info.length} bytes for a chunk of {nbytes}"
             raise TruncatedError("checkpoint-metadata", -1, f"{fqn}.chunks[{index}]", reason)
         items.append(ReadItem(type=LoadItemType.TENSOR, dest_index=key, dest_offsets=chunk.offsets, storage_index=key,
@@ -146,13 +153,14 @@ def _check_tiling(fqn: str, size: torch.Size, chunks: list[ChunkStorageMetadata]
         region[...] = True
 
 
-def _check_headers(reader: FileSystemReader, per_file: dict[str, list[tuple[ReadItem, InertStorageInfo]]]) -> None:
+def _check_headers(reader: FileSystemReader, per_file: dict[str, list[tuple[InertStorageInfo, list[ReadItem]]]]) -> None:
     """Each record's header is what the metadata says (``FileSystemReader.check_header``)."""
-    for name, pairs in per_file.items():
+    for name, placed in per_file.items():
         fd = open_in(reader.path, name, "checkpoint-shard")
         try:
-            for item, info in sorted(pairs, key=lambda p: p[1].offset):
-                reader.check_header(fd, name, item, info)
+            reader._file_versions[name] = reader._file_version(fd, name)
+            for info, record_items in placed:
+                reader.check_header(fd, name, record_items[0], info)
         finally:
             os.close(fd)
 

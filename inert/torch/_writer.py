@@ -20,6 +20,7 @@ import dataclasses
 import os
 import struct
 import uuid
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,9 @@ from inert.codecs import checkpoint_shard as shard
 
 from ._compat import dtype_name
 from ._metadata import InertStorageInfo, dumps_metadata
+from ._options import DEFAULT_SERIALIZATION_FORMAT, check_serialization_format, compression_of
 from ._payload import BLOCK, crc32, pwrite_all, write_from
+from ._values import to_document
 
 try:
     from torch.distributed.checkpoint.staging import BlockingAsyncStager as _Stager
@@ -75,7 +78,7 @@ def tensor_bytes(tensor: torch.Tensor) -> tuple[torch.Tensor, memoryview]:
 def value_record(fqn: str, value: Any) -> list[Any]:
     """The encoded record of a non-tensor value; a ``TypeError`` names its type and path in the state dict."""
     try:
-        return shard.encode_record_parts({"body": {"kind": "VALUE", "value": value}})
+        return shard.encode_record_parts({"body": {"kind": "VALUE", "value": to_document(value, "body.value")}})
     except (WriteTypeError, WriteValueError) as exc:
         inner = exc.field.removeprefix("body.value")
         raise type(exc)("checkpoint-shard", f"{fqn}{inner}", exc.reason) from None
@@ -131,21 +134,26 @@ def _layout(items: list[WriteItem], values: dict[Any, list[Any]]) -> tuple[bytes
     return head, slots
 
 
+def resolve_tensor(item: WriteItem, planner: SavePlanner) -> torch.Tensor:
+    """The planner's tensor for ``item``, checked to be the dense tensor the plan describes."""
+    fqn = item.index.fqn
+    tensor = planner.resolve_data(item)
+    assert isinstance(tensor, torch.Tensor) and item.tensor_data is not None
+    if tensor.layout != torch.strided:
+        raise TypeError(f"{fqn}: {tensor.layout} tensors have no checkpoint encoding; densify them first")
+    planned = item.tensor_data
+    if tensor.dtype != planned.properties.dtype or tensor.size() != planned.chunk.sizes:
+        raise ValueError(f"{fqn}: the planner resolved a {tuple(tensor.size())} {tensor.dtype} tensor, "
+                         f"the plan has {tuple(planned.chunk.sizes)} {planned.properties.dtype}")
+    return tensor
+
+
 def _write_record(fd: int, slot: _Slot, planner: SavePlanner) -> int:
     """Write one record at its place; return its CRC-32."""
     if slot.item.type == WriteItemType.BYTE_IO:
         pwrite_all(fd, slot.head, slot.offset)
         return int(_COUNT.unpack(slot.head[-4:])[0])
-    fqn = slot.item.index.fqn
-    tensor = planner.resolve_data(slot.item)
-    assert isinstance(tensor, torch.Tensor) and slot.item.tensor_data is not None
-    if tensor.layout != torch.strided:
-        raise TypeError(f"{fqn}: {tensor.layout} tensors have no checkpoint encoding; densify them first")
-    planned = slot.item.tensor_data
-    if tensor.dtype != planned.properties.dtype or tensor.size() != planned.chunk.sizes:
-        raise ValueError(f"{fqn}: the planner resolved a {tuple(tensor.size())} {tensor.dtype} tensor, "
-                         f"the plan has {tuple(planned.chunk.sizes)} {planned.properties.dtype}")
-    _flat, data = tensor_bytes(tensor)
+    _flat, data = tensor_bytes(resolve_tensor(slot.item, planner))
     if len(data) < BLOCK:  # small: one write
         record = slot.head + data.tobytes()
         crc = crc32(record)
@@ -157,24 +165,30 @@ def _write_record(fd: int, slot: _Slot, planner: SavePlanner) -> int:
     return crc
 
 
+def new_file(path: Path, older: list[int]) -> int:
+    """A new file at ``path`` open for writing; a file it replaces goes on ``older``, still open.
+
+    A new file, not the old one truncated: ext4 writes back a file truncated and rewritten
+    when it is closed (auto_da_alloc), and a reader that has the old file open keeps it whole.
+    The old file is held open past its unlink so that freeing its pages, at the last close,
+    runs on a worker while the new records are written.
+    """
+    with contextlib.suppress(OSError):  # none there, or unreadable: then the unlink frees it
+        older.append(os.open(path, os.O_RDONLY))
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+
+
 def _write_files(root: Path, jobs: list[tuple[str, list[WriteItem]]], planner: SavePlanner,
                  values: dict[Any, list[Any]], workers: int, sync: bool) -> list[WriteResult]:
     """Every record of every file, written in place by ``workers`` threads, each file laid out first."""
     files = []
-    older = []
+    older: list[int] = []
     try:
         for name, items in jobs:
             head, slots = _layout(items, values)
-            path = root / name
-            # A new file, not the old one truncated: ext4 writes back a file truncated and rewritten
-            # when it is closed (auto_da_alloc), and a reader that has the old file open keeps it whole.
-            # The old file is held open past its unlink so that freeing its pages, at the last close,
-            # runs on a worker while the new records are written.
-            with contextlib.suppress(OSError):  # none there, or unreadable: then the unlink frees it
-                older.append(os.open(path, os.O_RDONLY))
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-            files.append((name, os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666), head, slots))
+            files.append((name, new_file(root / name, older), head, slots))
         with ThreadPoolExecutor(workers) as pool:
             for fd in older:
                 pool.submit(os.close, fd)
@@ -219,6 +233,10 @@ def _buckets(items: list[WriteItem], count: int) -> list[list[WriteItem]]:
 class FileSystemWriter(StorageWriter, _Stager):  # type: ignore[misc]
     """Drop-in for ``torch.distributed.checkpoint.FileSystemWriter`` writing Inert's formats.
 
+    The arguments are torch's (2.13).  ``_extensions=[ZStandard()]`` compresses every record
+    (``checkpoint-shard`` version 2 ``ZSTD`` bodies); other stream transforms are refused.
+    ``serialization_format`` must be the default: Inert's records replace DCP's layout.
+
     >>> import torch.distributed.checkpoint as dcp
     >>> dcp.save({"w": torch.ones(2)}, storage_writer=FileSystemWriter(path), no_dist=True)  # doctest: +SKIP
     """
@@ -232,8 +250,13 @@ class FileSystemWriter(StorageWriter, _Stager):  # type: ignore[misc]
         per_thread_copy_ahead: int = 10_000_000,
         cache_staged_state_dict: bool = False,
         overwrite: bool = True,
+        _extensions: Sequence[Any] | None = None,
+        serialization_format: Any = DEFAULT_SERIALIZATION_FORMAT,
     ) -> None:
         super().__init__()
+        self.compression = compression_of(_extensions)  # caller mistakes fail here, before any save
+        check_serialization_format(serialization_format)
+        self.serialization_format = serialization_format
         if _Stager is not object:
             _Stager.__init__(self, cache_staged_state_dict=cache_staged_state_dict)
         self.fs = FileSystem()
@@ -294,7 +317,10 @@ class FileSystemWriter(StorageWriter, _Stager):  # type: ignore[misc]
         else:
             groups = [[item] for item in plan.items]
         jobs = [(f"{prefix}{n}{SUFFIX}", group) for n, group in enumerate(groups)]
-        results = _write_files(self.path, jobs, planner, values, max(self.thread_count, _MIN_WORKERS), self.sync_files)
+        write = _write_files
+        if self.compression is not None:
+            from ._compressed import write_compressed_files as write  # (it builds on this module)
+        results = write(self.path, jobs, planner, values, max(self.thread_count, _MIN_WORKERS), self.sync_files)
         done: Future[list[WriteResult]] = Future()
         done.set_result(results)
         return done

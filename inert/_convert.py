@@ -1,0 +1,161 @@
+"""``inert migrate`` from a ``torch.save`` file or from safetensors: the way in for weights held outside DCP.
+
+* A ``torch.save`` file (zip or legacy pickle) is read with
+  ``torch.load(weights_only=True)``: torch's restricted unpickler, narrower
+  than pickle but still a pickle reader, so ``--trust-source`` is required as
+  for legacy DCP checkpoints.  Its top level must be a dict (a state dict, or
+  a dict of them with other values: ``{"model": ..., "optim": ..., "epoch": 3}``).
+* A safetensors file, or a directory of ``*.safetensors`` files (a sharded
+  model): safetensors executes nothing, so no trust is needed.  Every file's
+  tensors go into one state dict under their names; a name in two files is
+  refused.
+
+The state dict is saved with ``inert.torch.FileSystemWriter`` through DCP
+(nested dicts flattened to ``model.fc.weight`` as ``dcp.save`` does), then
+DST is verified as ``inert verify`` does and every tensor is read back with
+``inert.torch.load_tensors`` and compared byte for byte with the source.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from inert._cli_support import INVALID, CommandError, Progress
+from inert._foreign import inspect_safetensors, looks_like_pickle
+
+__all__ = ["source_kind", "convert", "TORCH_SAVE", "SAFETENSORS"]
+
+TORCH_SAVE = "torch-save"
+SAFETENSORS = "safetensors"
+_SUFFIX = ".safetensors"
+
+
+def _safetensors_files(path: str) -> list[str]:
+    return sorted(os.path.join(path, n) for n in os.listdir(path)
+                  if n.endswith(_SUFFIX) and os.path.isfile(os.path.join(path, n)))
+
+
+def source_kind(path: str) -> str | None:
+    """``torch-save`` or ``safetensors`` for what this module converts; None for anything else."""
+    if os.path.isdir(path):
+        return SAFETENSORS if _safetensors_files(path) and not os.path.exists(os.path.join(path, ".metadata")) else None
+    if not os.path.isfile(path):
+        return None
+    with open(path, "rb") as handle:
+        head = handle.read(16)
+    if head.startswith(b"PK\x03\x04") or looks_like_pickle(head):
+        return TORCH_SAVE
+    if inspect_safetensors(path) is not None:
+        return SAFETENSORS
+    return None
+
+
+def _load_torch_save(path: str) -> dict[str, Any]:
+    import pickle
+
+    import torch
+
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, TypeError, AttributeError, KeyError) as exc:
+        from inert._migrate import _why
+
+        raise CommandError(f"{path}: torch.load(weights_only=True) refuses it: {_why(exc)}", INVALID) from None
+    if not isinstance(state, dict):
+        raise CommandError(f"{path} holds a {type(state).__module__}.{type(state).__qualname__}, not a dict: "
+                           "migrate converts state dicts (save model.state_dict(), not the model)", INVALID)
+    return state
+
+
+def _load_safetensors(path: str) -> dict[str, Any]:
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    files = _safetensors_files(path) if os.path.isdir(path) else [path]
+    state: dict[str, Any] = {}
+    owner: dict[str, str] = {}
+    for name in files:
+        try:
+            tensors = load_file(name, device="cpu")
+        except (SafetensorError, OSError, ValueError) as exc:
+            raise CommandError(f"{name}: not a readable safetensors file: {exc}", INVALID) from None
+        for key, tensor in tensors.items():
+            if key in owner:
+                raise CommandError(f"{name}: tensor {key!r} is also in {owner[key]}", INVALID)
+            owner[key] = name
+            state[key] = tensor
+    return state
+
+
+def _flat_tensors(state: dict[str, Any]) -> dict[str, Any]:
+    """The tensors of ``state`` under the names ``dcp.save`` gives them."""
+    import torch
+    from torch.distributed.checkpoint._nested_dict import flatten_state_dict
+
+    flat, _ = flatten_state_dict(state)
+    return {k: v for k, v in flat.items() if isinstance(v, torch.Tensor)}
+
+
+def _check_copy(dst: str, state: dict[str, Any]) -> int:
+    """Every tensor of ``state``, read back from ``dst`` with ``load_tensors``, equals the source bit for bit."""
+    import torch
+
+    from inert.torch import load_tensors
+
+    expected = _flat_tensors(state)
+    loaded = load_tensors(dst)
+    if loaded.keys() != expected.keys():
+        missing = sorted(expected.keys() - loaded.keys())[:3]
+        raise CommandError(f"{dst}: read back, the tensors differ from the source's (missing: {missing})", INVALID)
+    for key, source in expected.items():
+        copy = loaded[key]
+        same = copy.dtype == source.dtype and copy.shape == source.shape
+        if same and source.numel():
+            raw = source.detach().contiguous().reshape(-1).view(torch.uint8)
+            same = torch.equal(raw, copy.contiguous().reshape(-1).view(torch.uint8))
+        if not same:
+            raise CommandError(f"{dst}: read back, tensor {key!r} differs from the source's", INVALID)
+    return len(expected)
+
+
+def convert(src: str, dst: str, kind: str, *, show_progress: bool = True) -> Any:
+    """Convert a torch.save file or safetensors source into the Inert checkpoint ``dst``; verify it."""
+    import io
+    import shutil
+
+    import torch
+
+    from inert._migrate import Migration, _save
+    from inert._verify import verify_path
+
+    if os.path.exists(dst) and (not os.path.isdir(dst) or os.listdir(dst)):
+        raise CommandError(f"{dst} exists and is not an empty directory")
+    state = _load_torch_save(src) if kind == TORCH_SAVE else _load_safetensors(src)
+    tensors = _flat_tensors(state)
+    total = sum(t.numel() * t.element_size() for t in tensors.values())
+    stream = sys.stderr if show_progress else io.StringIO()
+    created = not os.path.exists(dst)
+    os.makedirs(dst, exist_ok=True)
+    progress = Progress("migrate: writing", total, stream=stream)
+    try:
+        _save(state, True, dst, progress)
+    except BaseException:
+        if created:
+            shutil.rmtree(dst, ignore_errors=True)
+        else:  # an empty directory the caller gave: left empty
+            for name in os.listdir(dst):
+                os.unlink(os.path.join(dst, name))
+        raise
+    finally:
+        progress.close()
+    report = verify_path(dst, show_progress=show_progress)
+    if not report.ok:
+        raise CommandError(f"{dst}: the converted checkpoint fails verification: {report.verdict()}", INVALID)
+    _check_copy(dst, state)
+    from torch.distributed.checkpoint._nested_dict import flatten_state_dict
+
+    values = sum(not isinstance(v, torch.Tensor) for v in flatten_state_dict(state)[0].values())
+    return Migration(tensors=len(tensors), tensor_bytes=total, values=values, chunks=len(tensors), files=report.files,
+                     verdict=report.verdict() + f"; {len(tensors)} tensors read back equal to the source")

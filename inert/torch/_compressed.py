@@ -1,0 +1,103 @@
+"""Compressed data files: ``FileSystemWriter(_extensions=[ZStandard()])``.
+
+Each record's version 1 body (a tensor's header and bytes, or a value) is
+deflated into one zstd frame and stored as a ``checkpoint-shard`` version 2
+``ZSTD`` body, whose CRC-32 covers the stored frame; a body the frame does not
+shrink is stored as it is.  Record lengths are known only once compressed, so
+each file is written front to back: worker threads compress the next few
+records while the calling thread writes the finished ones in order (at most
+``2 * workers`` records in memory at once).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from torch.distributed.checkpoint.planner import SavePlanner, WriteItem, WriteItemType
+from torch.distributed.checkpoint.storage import WriteResult
+
+from inert._codec_runtime import file_header
+from inert._zstd import deflate
+from inert.codecs import checkpoint_shard as shard
+
+from ._compat import dtype_name
+from ._metadata import InertStorageInfo
+from ._payload import crc32, pwrite_all
+from ._writer import _COUNT, ALIGN, new_file, resolve_tensor, tensor_bytes, tensor_header
+
+__all__ = ["write_compressed_files"]
+
+#: Bytes a ZSTD body adds around its frame (kind, codec, inflated length, frame length, padding to 64).
+_ZSTD_OVERHEAD = 64
+
+
+def stored_record(item: WriteItem, planner: SavePlanner, values: dict[Any, list[Any]]) -> bytes:
+    """The record as stored: its body deflated (a ZSTD body) when that is shorter, with its CRC-32."""
+    if item.type == WriteItemType.BYTE_IO:
+        parts: list[Any] = [b"".join(values[item.index])[:-4]]  # the value's record without its CRC-32
+    else:
+        tensor = resolve_tensor(item, planner)
+        _flat, data = tensor_bytes(tensor)
+        parts = [tensor_header(dtype_name(tensor.dtype, item.index.fqn), list(tensor.size()), len(data)), data]
+    length = sum(len(part) for part in parts)
+    frame = deflate(parts)
+    if len(frame) + _ZSTD_OVERHEAD < length:
+        zstd = {"kind": "ZSTD", "codec": "ZSTD", "inflated_length": length, "data": frame}
+        return shard.encode_record({"body": zstd})
+    body = b"".join(parts)
+    return body + _COUNT.pack(crc32(body))
+
+
+def _write_file(fd: int, name: str, items: list[WriteItem], planner: SavePlanner, values: dict[Any, list[Any]],
+                pool: ThreadPoolExecutor, window: int) -> list[WriteResult]:
+    pwrite_all(fd, file_header(shard.MAGIC, shard.LATEST) + _COUNT.pack(len(items)), 0)
+    pos = shard.HEADER_SIZE + _COUNT.size
+    results = []
+    pending: deque[tuple[WriteItem, Future[bytes]]] = deque()
+
+    def write_next() -> None:
+        nonlocal pos
+        item, future = pending.popleft()
+        record = future.result()
+        pos += -pos % ALIGN  # the gap reads as zeros: the file is new
+        pwrite_all(fd, record, pos)
+        crc = int(_COUNT.unpack(record[-4:])[0])
+        results.append(WriteResult(index=item.index, size_in_bytes=len(record),
+                                   storage_data=InertStorageInfo(name, pos, len(record), crc32=crc)))
+        pos += len(record)
+
+    for item in items:
+        pending.append((item, pool.submit(stored_record, item, planner, values)))
+        if len(pending) >= window:
+            write_next()
+    while pending:
+        write_next()
+    return results
+
+
+def write_compressed_files(root: Path, jobs: list[tuple[str, list[WriteItem]]], planner: SavePlanner,
+                           values: dict[Any, list[Any]], workers: int, sync: bool) -> list[WriteResult]:
+    """Every file of ``jobs`` written with compressed records; their write results."""
+    older: list[int] = []
+    fds: list[int] = []
+    results: list[WriteResult] = []
+    try:
+        with ThreadPoolExecutor(workers) as pool:
+            for name, items in jobs:
+                fds.append(new_file(root / name, older))
+                try:
+                    results.extend(_write_file(fds[-1], name, items, planner, values, pool, 2 * workers))
+                except BaseException:
+                    pool.shutdown(cancel_futures=True)  # a failed save compresses no further records
+                    raise
+        if sync:
+            for fd in fds:
+                os.fsync(fd)
+    finally:
+        for fd in older + fds:
+            os.close(fd)
+    return results

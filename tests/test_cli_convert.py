@@ -1,0 +1,102 @@
+"""``inert migrate`` from real torch.save and safetensors files into checkpoints dcp.load and load_tensors read."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.distributed.checkpoint as dcp
+from safetensors.torch import save_file
+
+import inert.torch
+from inert._cli import main
+from tests.test_cli_tools import Evil
+
+pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
+ONE = {"no_dist": True} if "no_dist" in inspect.signature(dcp.load).parameters else {}
+
+
+def run(capsys: Any, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def trained() -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    optim = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model(torch.randn(5, 8)).sum().backward()
+    optim.step()
+    return model, optim
+
+
+def test_torch_save_file_into_a_checkpoint_dcp_loads(tmp_path: Path, capsys: Any) -> None:
+    model, optim = trained()
+    torch.save({"model": model.state_dict(), "optim": optim.state_dict(), "epoch": 3}, tmp_path / "ckpt.pt")
+    code, _, err = run(capsys, "migrate", str(tmp_path / "ckpt.pt"), str(tmp_path / "out"))
+    assert code == 2 and err.startswith("inert: migrate: refusing to read") and "--trust-source" in err
+    assert not (tmp_path / "out").exists()
+    code, out, err = run(capsys, "migrate", str(tmp_path / "ckpt.pt"), str(tmp_path / "out"), "--trust-source")
+    assert code == 0, err
+    assert "inert: migrate: verify: OK" in out and "16 tensors read back equal to the source" in out
+    # A fresh model and optimizer, restored as a training script would (DCP fills the state that exists).
+    fresh = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    fresh_optim = torch.optim.AdamW(fresh.parameters(), lr=0.5)
+    fresh(torch.randn(5, 8)).sum().backward()
+    fresh_optim.step()
+    state = {"model": fresh.state_dict(), "optim": fresh_optim.state_dict(), "epoch": 0}
+    inert.torch.load(state, tmp_path / "out")
+    fresh.load_state_dict(state["model"])
+    fresh_optim.load_state_dict(state["optim"])
+    assert state["epoch"] == 3
+    for a, b in zip(fresh.state_dict().values(), model.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    assert fresh_optim.param_groups[0]["lr"] == 1e-3
+    assert torch.equal(fresh_optim.state[fresh[0].weight]["exp_avg"], optim.state[model[0].weight]["exp_avg"])
+    tensors = inert.torch.load_tensors(tmp_path / "out")
+    assert torch.equal(tensors["model.0.weight"], model[0].weight.detach())
+
+
+def test_safetensors_file_and_directory_need_no_trust(tmp_path: Path, capsys: Any) -> None:
+    torch.manual_seed(1)
+    one = {"a.weight": torch.randn(3, 4), "a.bias": torch.zeros(3, dtype=torch.bfloat16)}
+    save_file(one, tmp_path / "model.safetensors")
+    code, out, err = run(capsys, "migrate", str(tmp_path / "model.safetensors"), str(tmp_path / "out1"))
+    assert code == 0, err
+    got = inert.torch.load_tensors(tmp_path / "out1")
+    assert got.keys() == one.keys() and all(torch.equal(got[k], one[k]) and got[k].dtype == one[k].dtype for k in one)
+    # a sharded model: a directory of safetensors files, one state dict
+    shards = tmp_path / "sharded"
+    shards.mkdir()
+    save_file({"layers.0.w": torch.arange(6, dtype=torch.int32).reshape(2, 3)}, shards / "model-00001-of-00002.safetensors")
+    save_file({"layers.1.w": torch.ones(4, dtype=torch.float16)}, shards / "model-00002-of-00002.safetensors")
+    (shards / "model.safetensors.index.json").write_text("{}")
+    code, out, err = run(capsys, "migrate", str(shards), str(tmp_path / "out2"))
+    assert code == 0, err
+    target = {"layers.0.w": torch.zeros(2, 3, dtype=torch.int32), "layers.1.w": torch.zeros(4, dtype=torch.float16)}
+    dcp.load(target, storage_reader=inert.torch.FileSystemReader(tmp_path / "out2"), **ONE)
+    assert target["layers.0.w"].tolist() == [[0, 1, 2], [3, 4, 5]] and target["layers.1.w"].tolist() == [1.0] * 4
+
+
+def test_refusals_name_the_file_and_leave_no_output(tmp_path: Path, capsys: Any) -> None:
+    marker = tmp_path / "ran"
+    torch.save({"w": torch.ones(1), "x": Evil(marker)}, tmp_path / "evil.pt")
+    code, _, err = run(capsys, "migrate", str(tmp_path / "evil.pt"), str(tmp_path / "o1"), "--trust-source")
+    assert code == 1 and "torch.load(weights_only=True) refuses it" in err and "posix.system" in err
+    assert not marker.exists() and not (tmp_path / "o1").exists()
+    torch.save(torch.ones(2), tmp_path / "tensor.pt")
+    code, _, err = run(capsys, "migrate", str(tmp_path / "tensor.pt"), str(tmp_path / "o2"), "--trust-source")
+    assert code == 1 and "holds a torch.Tensor, not a dict" in err
+    twice = tmp_path / "twice"
+    twice.mkdir()
+    save_file({"w": torch.ones(1)}, twice / "a.safetensors")
+    save_file({"w": torch.zeros(1)}, twice / "b.safetensors")
+    code, _, err = run(capsys, "migrate", str(twice), str(tmp_path / "o3"))
+    assert code == 1 and "tensor 'w' is also in" in err
+    for line in err.splitlines():
+        assert line.startswith("inert: migrate: ")
+    assert not any(p.name.startswith("o") for p in tmp_path.iterdir())

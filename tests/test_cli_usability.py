@@ -1,0 +1,119 @@
+"""What a new user meets at the command line: missing extras, --version, one error line, record names."""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed.checkpoint as dcp
+from safetensors.torch import save_file
+
+import inert
+from inert.torch import FileSystemWriter
+
+ROOT = Path(__file__).resolve().parent.parent
+ONE = {"no_dist": True} if "no_dist" in inspect.signature(dcp.save).parameters else {}
+pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
+
+# Hides the torch extra's packages exactly as Python reports a package that is not installed.
+_HIDE = """
+import sys
+class _Hide:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition('.')[0] in ('torch', 'numpy', 'safetensors'):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, _Hide())
+"""
+
+
+def without_torch(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", _HIDE + code], capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+def cli(*argv: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "inert", *argv], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("usability")
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2)
+    dcp.save({"model": model.state_dict(), "step": 5}, storage_writer=FileSystemWriter(root / "ckpt"), **ONE)
+    save_file({"w": torch.ones(2)}, root / "w.safetensors")
+    torch.save({"w": torch.ones(2)}, root / "w.pt")
+    return root
+
+
+@pytest.mark.parametrize(("argv", "command"), [
+    (["verify", "ckpt"], "verify"),
+    (["migrate", "w.safetensors", "out"], "migrate"),
+    (["migrate", "w.pt", "out", "--trust-source"], "migrate"),
+])
+def test_cli_without_the_torch_extra_names_it_in_one_line(files: Path, argv: list[str], command: str) -> None:
+    result = without_torch(f"from inert._cli import main\nsys.exit(main({argv!r}))", files)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [f"inert: {command}: this command needs PyTorch: pip install 'inert[torch]'"]
+    assert not (files / "out").exists()
+
+
+def test_inspect_needs_no_torch(files: Path) -> None:
+    result = without_torch("from inert._cli import main\nsys.exit(main(['inspect', 'ckpt']))", files)
+    assert result.returncode == 0, result.stderr
+    assert "model.weight  float32  (2, 3)" in result.stdout
+
+
+@pytest.mark.parametrize(("module", "line"), [
+    ("inert.dump", "inert.dump needs PyTorch: pip install 'inert[torch]'"),
+    ("inert.transferqueue", "inert.transferqueue needs PyTorch: pip install 'inert[transferqueue]'"),
+    ("inert.dali", "inert.dali needs numpy: pip install 'inert[dali]'"),
+    ("inert.torch", "inert.torch needs PyTorch (2.2 or later) and msgpack: pip install 'inert[torch]'"),
+])
+def test_import_without_the_extra_names_it(files: Path, module: str, line: str) -> None:
+    result = without_torch(f"import {module}", files)
+    assert result.returncode == 1
+    assert line in result.stderr.splitlines()[-1]
+    assert result.stderr.splitlines()[-1].partition(":")[0].endswith("Error")
+
+
+def test_version() -> None:
+    result = cli("--version")
+    assert result.returncode == 0 and result.stdout == f"inert {inert.__version__}\n" and result.stderr == ""
+
+
+@pytest.mark.parametrize(("argv", "command", "code"), [
+    ([], "usage", 2),
+    (["nonsense"], "usage", 2),
+    (["decode"], "decode", 2),
+    (["decode", "--format", "nope", "-"], "decode", 2),
+    (["decode", "--format", "shm-message", "/nonexistent"], "decode", 2),
+    (["decode", "--format", "checkpoint-shard", "w.pt"], "decode", 1),
+    (["encode", "--format", "shm-message", "w.pt"], "encode", 2),
+    (["inspect", "/nonexistent"], "inspect", 2),
+    (["verify", "w.safetensors"], "verify", 1),
+    (["migrate", "w.pt", "out"], "migrate", 2),
+    (["migrate", "ckpt", "out", "--trust-source"], "migrate", 1),
+    (["inspect", "--bogus", "ckpt"], "inspect", 2),
+])
+def test_every_error_is_one_line_with_the_command(files: Path, argv: list[str], command: str, code: int) -> None:
+    result = cli(*argv, cwd=files)
+    assert result.returncode == code, result.stderr
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert lines and all(line.startswith(f"inert: {command}: ") for line in lines), lines
+    assert "Traceback" not in result.stderr
+
+
+def test_inspect_of_a_data_file_names_each_record(files: Path) -> None:
+    result = cli("inspect", str(files / "ckpt" / "__0_0.distcp"))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "  model.weight  tensor  float32  (2, 3)  24 B" in lines
+    assert "  model.bias  tensor  float32  (2,)  8 B" in lines
+    assert "  step  value  int" in lines
+    assert "note: names from .metadata" in lines
