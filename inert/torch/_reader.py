@@ -498,7 +498,7 @@ class FileSystemReader(StorageReader):
         read_into(fd, info.offset, head[: min(info.length, _HEAD_MAX)], None, name)
         if head[0] == shard.RecordKind.VALUE:
             self._check_kind({"kind": shard.RecordKind.VALUE}, shard.RecordKind.TENSOR, item, info)
-        if head[0] != shard.RecordKind.TENSOR:  # a compressed record: its inflated length is checked before inflating
+        if head[0] == shard.RecordKindV2.ZSTD:  # a compressed record: its inflated length is checked before inflating
             return
         try:  # the payload past the header is unread: only its length is decoded
             record = self._decode(head, name, item, info, False)
