@@ -1,6 +1,11 @@
 """Save a model and its Adam state with torch.distributed.checkpoint through Inert, load them back bit-exactly.
 
     python examples/quickstart.py
+
+``inert.torch.save``/``load`` call DCP's entry point for the running PyTorch (2.2 to the
+newest): on 2.5+ in one process they are ``dcp.save(state, storage_writer=FileSystemWriter(path),
+no_dist=True)`` and ``dcp.load(state, storage_reader=FileSystemReader(path), no_dist=True)``;
+docs/torch.md says what they call on 2.2 to 2.4.
 """
 
 from __future__ import annotations
@@ -9,9 +14,8 @@ import tempfile
 import warnings
 
 import torch
-import torch.distributed.checkpoint as dcp
 
-from inert.torch import FileSystemReader, FileSystemWriter
+import inert.torch
 
 warnings.filterwarnings("ignore", message="torch.distributed is disabled")  # one process, no process group
 
@@ -29,13 +33,13 @@ def main() -> None:
     optim.step()
 
     with tempfile.TemporaryDirectory() as path:
-        dcp.save({"model": model.state_dict(), "optim": optim.state_dict()}, storage_writer=FileSystemWriter(path))
+        inert.torch.save({"model": model.state_dict(), "optim": optim.state_dict()}, path)
 
         model2, optim2 = make()  # fresh weights, empty optimizer state
         model2(torch.randn(8, 16)).sum().backward()
         optim2.step()  # create the optimizer state that the load fills in
         state = {"model": model2.state_dict(), "optim": optim2.state_dict()}
-        dcp.load(state, storage_reader=FileSystemReader(path))
+        inert.torch.load(state, path)
         model2.load_state_dict(state["model"])
         optim2.load_state_dict(state["optim"])
 

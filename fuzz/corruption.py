@@ -242,14 +242,12 @@ def checkpoint_subject(root: Path) -> Subject:
     """A DCP checkpoint of a model and its Adam state, saved through ``inert.torch.FileSystemWriter``."""
     import copy
 
-    import torch.distributed.checkpoint as dcp
-
     import inert.torch
 
     warnings.filterwarnings("ignore", message="torch.distributed is disabled")
     state = _adam_state()
     path = root / "checkpoint"
-    dcp.save(copy.deepcopy(state), storage_writer=inert.torch.FileSystemWriter(path))
+    inert.torch.save(copy.deepcopy(state), path)
     original = copy.deepcopy(state)
 
     def load() -> Any:

@@ -8,7 +8,7 @@ while the parent kills it with SIGKILL after a random delay spread over the
 measured length of a save; a trial whose child finished first counts too.
 Afterwards the destination must be in one of the states a reader may see:
 
-* checkpoint (``dcp.save`` with ``inert.torch.FileSystemWriter`` over an
+* checkpoint (``inert.torch.save``: ``dcp.save`` with its ``FileSystemWriter``, over an
   existing checkpoint of other values): no ``.metadata`` (the directory is
   not a checkpoint: the old one is retired before data is overwritten), or a
   checkpoint that ``inert verify`` accepts and that loads to exactly the
@@ -91,7 +91,6 @@ def checkpoint_kind() -> Kind:
     import copy
 
     import torch
-    import torch.distributed.checkpoint as dcp
 
     import inert.torch
     from fuzz.corruption import _adam_state
@@ -103,7 +102,7 @@ def checkpoint_kind() -> Kind:
         tensor.add_(1)
     new["extra"] = {"epoch": 4, "note": "newer"}
     pristine = Path(tempfile.mkdtemp(prefix="inert-crash-previous-")) / "checkpoint"
-    dcp.save(copy.deepcopy(previous), storage_writer=inert.torch.FileSystemWriter(pristine))
+    inert.torch.save(copy.deepcopy(previous), pristine)
 
     def prepare(root: Path) -> Path:
         dest = root / "checkpoint"
@@ -112,7 +111,7 @@ def checkpoint_kind() -> Kind:
 
     def save(dest: Path) -> None:
         torch.set_num_threads(1)
-        dcp.save(copy.deepcopy(new), storage_writer=inert.torch.FileSystemWriter(dest))
+        inert.torch.save(copy.deepcopy(new), dest)
 
     def judge(dest: Path) -> str:
         if not (dest / ".metadata").exists():

@@ -128,10 +128,11 @@ def _cmd_encode(args: argparse.Namespace) -> int:
 
 def _cmd_gen(args: argparse.Namespace) -> int:
     try:
-        from inert import _generate
+        from inert import _generate, _generate_c
     except ImportError as exc:
         raise _Usage(str(exc)) from None
-    return _generate.run(check=args.check)
+    python = _generate.run(check=args.check)
+    return _generate_c.run(check=args.check) or python
 
 
 def _cmd_conformance(args: argparse.Namespace) -> int:

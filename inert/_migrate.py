@@ -258,8 +258,6 @@ def _load(src: str, metadata: Any, progress: Progress) -> dict[str, Any]:
             state[fqn] = None
         else:
             state[fqn] = torch.empty(tuple(md.size), dtype=md.properties.dtype)
-    if TORCH_VERSION < (2, 4):
-        raise CommandError(f"migrate needs PyTorch 2.4 or later (found {torch.__version__})")
     options: dict[str, Any] = {} if TORCH_VERSION < (2, 5) else {"no_dist": True}
     refusals: list[CommandError] = []
     try:
@@ -339,10 +337,16 @@ def _save(state: dict[str, Any], nested: bool, dst: str, progress: Progress) -> 
 
 def migrate(src: str, dst: str, *, show_progress: bool = True) -> Migration:
     """Convert ``src`` (legacy) into ``dst`` (Inert) and verify it; a ``CommandError`` says why not."""
+    import torch
     from torch.distributed.checkpoint.metadata import BytesStorageMetadata
 
     from inert._verify import verify_path
+    from inert.torch import TORCH_VERSION
 
+    # Before anything is read: the load below runs through dcp.load, which 2.2 runs only in a
+    # process group and 2.3 runs dropping nested values.
+    if TORCH_VERSION < (2, 4):
+        raise CommandError(f"migrate needs PyTorch 2.4 or later (found {torch.__version__})")
     _check_dirs(src, dst)
     metadata = _read_metadata(src)
     try:

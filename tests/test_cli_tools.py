@@ -36,6 +36,7 @@ from inert._cli import main
 from inert._cli_support import Progress
 from inert.dump import Row, dump
 from inert.torch import TORCH_VERSION, FileSystemReader, FileSystemWriter, loads_metadata
+from inert.torch._compat import dcp_save
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled", "ignore::UserWarning")
 ROWS, COLS = 8, 6
@@ -118,8 +119,8 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     paths = {name: root / name for name in ("inert", "legacy", "inert2", "legacy2", "dump")}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        dcp.save(make_state(), storage_writer=FileSystemWriter(paths["inert"]))
-        dcp.save(make_state(), storage_writer=dcp.FileSystemWriter(paths["legacy"]))
+        dcp_save(make_state(), FileSystemWriter(paths["inert"]))
+        dcp_save(make_state(), dcp.FileSystemWriter(paths["legacy"]))
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), WORLD_SIZE="2")
     procs = [subprocess.Popen([sys.executable, __file__, str(paths["inert2"]), str(paths["legacy2"])],
                               env=dict(env, RANK=str(rank)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -498,6 +499,14 @@ def test_migrate_without_trust_source_refuses(made: dict[str, Path], tmp_path: P
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.skipif(TORCH_VERSION >= (2, 4), reason="2.4 and later migrate (the tests below)")
+def test_migrate_before_2_4_refuses_before_reading(made: dict[str, Path], tmp_path: Path, capsys: Any) -> None:
+    code, out, err = run_cli("migrate", "--trust-source", str(made["legacy"]), str(tmp_path / "out"), capsys=capsys)
+    assert code == 2 and out == ""
+    assert err == f"inert: migrate: migrate needs PyTorch 2.4 or later (found {torch.__version__})\n"
+    assert not (tmp_path / "out").exists()
+
+
 @needs_migrate
 def test_migrate_single_rank_loads_bit_exactly(made: dict[str, Path], tmp_path: Path, capsys: Any) -> None:
     out_dir = tmp_path / "out"
@@ -545,7 +554,7 @@ def test_migrate_model_and_adam_state(tmp_path: Path, capsys: Any) -> None:
     want = {"model": model.state_dict(), "optim": optim.state_dict()}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        dcp.save(want, storage_writer=dcp.FileSystemWriter(tmp_path / "legacy"))
+        dcp_save(want, dcp.FileSystemWriter(tmp_path / "legacy"))
     code, _, err = run_cli("migrate", "--trust-source", str(tmp_path / "legacy"), str(tmp_path / "out"), capsys=capsys)
     assert code == 0, err
 
@@ -602,7 +611,7 @@ def test_migrate_refuses_a_value_weights_only_refuses(tmp_path: Path, capsys: An
     source = tmp_path / "legacy"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        dcp.save({"w": torch.ones(2), "odd": Custom()}, storage_writer=dcp.FileSystemWriter(source))
+        dcp_save({"w": torch.ones(2), "odd": Custom()}, dcp.FileSystemWriter(source))
     code, _, err = run_cli("migrate", "--trust-source", str(source), str(tmp_path / "out"), capsys=capsys)
     assert code == 1 and len(err.splitlines()) == 1
     assert err.startswith("inert: migrate: odd: torch.load(weights_only=True) refused the value: it names ")
@@ -614,7 +623,7 @@ def test_migrate_of_a_value_inert_cannot_write_leaves_dst_as_it_was(tmp_path: Pa
     source = tmp_path / "legacy"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        dcp.save({"w": torch.ones(2), "dev": torch.complex32}, storage_writer=dcp.FileSystemWriter(source))
+        dcp_save({"w": torch.ones(2), "dev": torch.complex32}, dcp.FileSystemWriter(source))
     empty = tmp_path / "empty"
     empty.mkdir()
     for target in (tmp_path / "absent", empty):

@@ -5,7 +5,6 @@ torch is imported at module level: where torch is installed but broken, these te
 
 from __future__ import annotations
 
-import inspect
 import os
 import pickle
 import re
@@ -36,17 +35,17 @@ from inert.torch import (
     loads_metadata,
     parse_version,
 )
-from inert.torch._compat import TORCH_DTYPES
+from inert.torch._compat import TORCH_DTYPES, dcp_load, dcp_save, no_dist_options
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
 
 
-# One process, no process group: 2.5+ take no_dist=True, 2.4 infers it.
-ONE = {"no_dist": True} if "no_dist" in inspect.signature(dcp.save).parameters else {}
+# One process, no process group: 2.2 and 2.5+ take no_dist=True, 2.3 and 2.4 infer it.
+ONE = no_dist_options(dcp.save)
 
 
 def save(state: dict[str, Any], path: Path, **kw: Any) -> None:
-    dcp.save(state, storage_writer=FileSystemWriter(path, **kw), **ONE)
+    inert.torch.save(state, path, **kw)  # dcp.save, with no_dist where this release takes it
 
 
 def load(state: dict[str, Any], path: Path, **kw: Any) -> None:
@@ -195,7 +194,7 @@ def test_value_outside_subset_fails_at_save(tmp_path: Path) -> None:
 def test_async_save(tmp_path: Path) -> None:
     model, optim = trained()
     state = {"model": model.state_dict(), "optim": optim.state_dict()}
-    future = dcp.async_save(state, storage_writer=FileSystemWriter(tmp_path), **ONE)
+    future = dcp.async_save(state, storage_writer=FileSystemWriter(tmp_path), **no_dist_options(dcp.async_save))
     (future.result() if hasattr(future, "result") else future.staging_completion.result())
     model2, optim2 = fresh()
     target = {"model": model2.state_dict(), "optim": optim2.state_dict()}
@@ -219,7 +218,7 @@ def test_metadata_round_trip_and_checks(tmp_path: Path) -> None:
 
 
 def test_legacy_pickle_checkpoint_is_named_not_unpickled(tmp_path: Path) -> None:
-    dcp.save({"w": torch.ones(2)}, storage_writer=dcp.FileSystemWriter(tmp_path), **ONE)
+    dcp_save({"w": torch.ones(2)}, dcp.FileSystemWriter(tmp_path))
     with no_execution() as events, pytest.raises(ForeignFormatError, match="legacy pickle checkpoint.*inert migrate"):
         FileSystemReader(tmp_path).read_metadata()
     assert events == []
@@ -256,8 +255,8 @@ def test_no_code_runs_during_load(tmp_path: Path) -> None:
         assert found == []
         # the control: PyTorch's own reader of its own checkpoint does unpickle
         legacy = tmp_path / "legacy"
-        dcp.save(state, storage_writer=dcp.FileSystemWriter(legacy), **ONE)
-        dcp.load(target, storage_reader=dcp.FileSystemReader(legacy), **ONE)
+        dcp_save(state, dcp.FileSystemWriter(legacy))
+        dcp_load(target, dcp.FileSystemReader(legacy))
         assert any(event == "pickle.find_class" for event, _ in found)
     finally:
         watching[0] = False  # audit hooks cannot be removed

@@ -9,7 +9,6 @@ generated codec decodes whole.
 
 from __future__ import annotations
 
-import inspect
 import math
 import os
 import struct
@@ -30,12 +29,12 @@ from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
 import inert.torch
 from inert import ChecksumError, InertError, InvalidValueError, TruncatedError
 from inert.torch import FileSystemWriter, ShapeMismatchError
-from inert.torch._compat import TORCH_DTYPES
+from inert.torch._compat import TORCH_DTYPES, no_dist_options
 from inert.torch._payload import BLOCK, CRC32_IMPLEMENTATION, crc32
 from inert.torch._writer import tensor_header
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
-ONE = {"no_dist": True} if "no_dist" in inspect.signature(dcp.save).parameters else {}
+ONE = no_dist_options(dcp.save)
 
 
 def save(state: dict[str, Any], path: Path, **kw: Any) -> None:

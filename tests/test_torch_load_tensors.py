@@ -8,7 +8,6 @@ for bytes that are not there.
 
 from __future__ import annotations
 
-import inspect
 import random
 import re
 from pathlib import Path
@@ -22,10 +21,11 @@ from inert.codecs import checkpoint_metadata as cm
 from inert import ChecksumError, ForeignFormatError, InertError, InvalidValueError, LimitError, TruncatedError
 from inert._audit import no_execution
 from inert.torch import FileSystemWriter, ShapeMismatchError, load_tensors
+from inert.torch._compat import no_dist_options
 from inert.torch._tensors import MAX_TILING_CELLS
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
-ONE = {"no_dist": True} if "no_dist" in inspect.signature(dcp.save).parameters else {}
+ONE = no_dist_options(dcp.save)
 
 
 def save(state: dict[str, Any], path: Path) -> None:

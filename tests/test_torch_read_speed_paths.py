@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import faulthandler
 import functools
-import inspect
 import os
 import sys
 import threading
@@ -27,10 +26,11 @@ from torch.distributed.checkpoint.api import CheckpointException
 import inert.torch
 from inert import ChecksumError, TruncatedError
 from inert.torch import FileSystemWriter, _reader, load_tensors
+from inert.torch._compat import no_dist_options
 from inert.torch._threads import SharedTasks
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
-ONE = {"no_dist": True} if "no_dist" in inspect.signature(dcp.save).parameters else {}
+ONE = no_dist_options(dcp.save)
 PART = 64 << 10
 
 

@@ -19,11 +19,14 @@ and the loading program, the caller's dataclasses, NamedTuples and enums
 ``load_tensors(path, into)`` reads a checkpoint's tensors without ``dcp.load``
 (same checks, no planning: for one process reading tensors by name).
 
-PyTorch releases: 2.4 and later load through ``dcp.load`` (``inert.torch.load`` picks
-the entry point for the running release).  2.2 and 2.3 must
-use the deprecated ``dcp.load_state_dict`` (2.2's ``load`` gathers keys
-before honouring ``no_dist``, so a single process needs ``no_dist=True``;
-2.3's ``load`` drops nested non-tensor values), and Stateful objects need 2.4.
+PyTorch releases (docs/torch.md has the table): ``inert.torch.save`` and
+``inert.torch.load`` pick the DCP entry point and the ``no_dist`` argument that work
+on the running release in one process or in a process group.  ``dcp.save`` itself
+needs ``no_dist=True`` in one process on 2.2 and 2.5+ (2.3 and 2.4 infer it).
+2.4 and later load through ``dcp.load``; 2.2 and 2.3 through the deprecated
+``dcp.load_state_dict`` (2.2's ``load`` gathers keys before honouring
+``no_dist``; 2.3's ``load`` drops nested non-tensor values), and Stateful
+objects need 2.4.
 This is the only module of Inert that imports torch; it needs the extra:
 ``pip install 'inert[torch]'``.
 """
@@ -35,7 +38,8 @@ from typing import Any
 
 from inert._errors import InertError
 
-from ._compat import TORCH_VERSION, parse_version
+from ._compat import TORCH_VERSION, dcp_load, dcp_save, parse_version
+from ._layout import CrossReleaseLoadPlanner
 from ._metadata import InertStorageInfo, dumps_metadata, loads_metadata
 from ._reader import FileSystemReader, ShapeMismatchError
 from ._tensors import load_tensors
@@ -45,21 +49,19 @@ from ._writer import FileSystemWriter
 
 def load(state_dict: dict[str, Any], path: str | os.PathLike[str], *, planner: Any = None, process_group: Any = None,
          **reader_options: Any) -> None:
-    """Load a checkpoint into ``state_dict`` in place, through the DCP entry point that works on this PyTorch.
+    """Load an Inert checkpoint into ``state_dict`` in place, through the DCP entry point that works on this PyTorch.
 
-    2.4 and later: ``dcp.load``.  2.2 and 2.3: the deprecated ``dcp.load_state_dict``
-    (2.2's ``load`` gathers keys before honouring ``no_dist``; 2.3's drops nested
-    non-tensor values), with ``no_dist`` when no process group is running;
-    Stateful objects need 2.4.  ``reader_options`` go to :class:`FileSystemReader`.
+    2.4 and later: ``dcp.load`` (with ``no_dist`` in one process on 2.5+).  2.2 and 2.3: the
+    deprecated ``dcp.load_state_dict`` with ``no_dist`` in one process (2.2's ``load`` gathers
+    keys before honouring ``no_dist``; 2.3's drops nested non-tensor values), with
+    :class:`CrossReleaseLoadPlanner` when no planner is given, so that checkpoints saved by 2.4+
+    load there too; Stateful objects need 2.4.  ``reader_options`` go to :class:`FileSystemReader`.
     Bad bytes raise the reader's :class:`~inert.InertError` itself, with DCP's
     ``CheckpointException`` (a ``BaseException``) as its ``__cause__``.
     """
-    import torch.distributed as dist  # after the import gate in ._compat
-
     reader = FileSystemReader(path, **reader_options)
-    single = not (dist.is_available() and dist.is_initialized())
     try:
-        _dcp_load(state_dict, reader, planner, process_group, single)
+        dcp_load(state_dict, reader, planner=planner, process_group=process_group)
     except BaseException as exc:  # DCP's CheckpointException is a BaseException that `except Exception` misses
         inert_error = _inert_failure(exc) or reader.metadata_error
         if inert_error is None or isinstance(exc, InertError):
@@ -83,22 +85,23 @@ def _inert_failure(exc: BaseException) -> InertError | None:
     return None
 
 
-def _dcp_load(state_dict: dict[str, Any], reader: FileSystemReader, planner: Any, process_group: Any,
-              single: bool) -> None:
-    import torch.distributed.checkpoint as dcp
+def save(state_dict: dict[str, Any], path: str | os.PathLike[str], *, planner: Any = None, process_group: Any = None,
+         **writer_options: Any) -> Any:
+    """Save ``state_dict`` as an Inert checkpoint with ``dcp.save``, in one process or in a process group.
 
-    if TORCH_VERSION >= (2, 5):
-        dcp.load(state_dict, storage_reader=reader, planner=planner, process_group=process_group, no_dist=single)
-    elif TORCH_VERSION == (2, 4):  # 2.4's load has no no_dist: it infers a single process
-        dcp.load(state_dict, storage_reader=reader, planner=planner, process_group=process_group)
-    else:  # pragma: no cover - exercised by the compatibility runs on old releases
-        dcp.load_state_dict(state_dict, storage_reader=reader, planner=planner, process_group=process_group, no_dist=single)
+    ``no_dist`` is passed in one process where this release's ``dcp.save`` takes it (2.2, 2.5+;
+    2.3 and 2.4 infer it).  Returns DCP's ``Metadata``.  ``writer_options`` go to :class:`FileSystemWriter`.
+    """
+    return dcp_save(state_dict, FileSystemWriter(path, **writer_options), planner=planner, process_group=process_group)
+
 
 __all__ = [
     "FileSystemWriter",
     "FileSystemReader",
     "load",
+    "save",
     "load_tensors",
+    "CrossReleaseLoadPlanner",
     "ShapeMismatchError",
     "register_type",
     "unregister_type",

@@ -8,6 +8,8 @@ PyTorch 2.2 to the newest release; the version is the numeric prefix of
 
 from __future__ import annotations
 
+import inspect
+import os
 import re
 import sys
 from typing import Any
@@ -24,7 +26,10 @@ except ImportError as exc:  # pragma: no cover - exercised in an environment wit
 if sys.byteorder != "little":  # pragma: no cover - the formats are little-endian, views are zero-copy
     raise ImportError("inert.torch needs a little-endian host")
 
-__all__ = ["TORCH_VERSION", "parse_version", "DTYPE_NAMES", "TORCH_DTYPES", "dtype_name", "torch_dtype"]
+__all__ = [
+    "TORCH_VERSION", "parse_version", "DTYPE_NAMES", "TORCH_DTYPES", "dtype_name", "torch_dtype", "validate_checkpoint_id",
+    "single_process", "no_dist_options", "dcp_save", "dcp_load",
+]
 
 
 def parse_version(text: str) -> tuple[int, int]:
@@ -50,6 +55,8 @@ TORCH_DTYPES: dict[str, Any] = {
     name: getattr(torch, name.lower()) for name in DTYPE_NAMES if isinstance(getattr(torch, name.lower(), None), torch.dtype)
 }
 _NAMES = {dtype: name for name, dtype in TORCH_DTYPES.items()}
+#: The first supported release defining a dtype that 2.2 lacks.
+_SINCE = {"UINT16": "PyTorch 2.3", "UINT32": "PyTorch 2.3", "UINT64": "PyTorch 2.3"}
 
 
 def dtype_name(dtype: Any, where: str) -> str:
@@ -64,5 +71,64 @@ def torch_dtype(name: str, where: str) -> Any:
     """The torch dtype of a checkpoint dtype name; a clear error when this torch lacks it."""
     dtype = TORCH_DTYPES.get(name)
     if dtype is None:
-        raise RuntimeError(f"{where}: the checkpoint holds {name.lower()}, which PyTorch {torch.__version__} does not define")
+        since = _SINCE.get(name, "a newer release")
+        raise RuntimeError(f"{where}: the checkpoint holds {name.lower()}, which PyTorch {torch.__version__} does not define "
+                           f"(it has: {since})")
     return dtype
+
+
+try:  # 2.3+: DCP's local file system (2.2 has neither it nor checkpoint ids)
+    from torch.distributed.checkpoint.filesystem import FileSystem as _FileSystem
+except ImportError:  # pragma: no cover - exercised by the compatibility runs on 2.2
+    _FileSystem = None  # type: ignore[assignment,misc]
+
+
+def validate_checkpoint_id(checkpoint_id: str | os.PathLike[str]) -> bool:
+    """Whether ``dcp.save``/``dcp.load(checkpoint_id=...)`` may give this id to a local-path storage layer.
+
+    DCP's own rule where the release has it (2.3+); 2.2 never asks (its entry points take no checkpoint id).
+    """
+    if _FileSystem is not None:
+        return bool(_FileSystem.validate_checkpoint_id(checkpoint_id))
+    return "://" not in os.fspath(checkpoint_id)  # pragma: no cover - 2.2
+
+
+def single_process() -> bool:
+    """Whether no default process group is running: DCP's ``no_dist`` case."""
+    import torch.distributed as dist
+
+    return not (dist.is_available() and dist.is_initialized())
+
+
+def no_dist_options(entry: Any) -> dict[str, bool]:
+    """``{"no_dist": ...}`` for a DCP entry point that takes it (``save`` on 2.2 and 2.5+), else nothing (it infers)."""
+    return {"no_dist": single_process()} if "no_dist" in inspect.signature(entry).parameters else {}
+
+
+def dcp_save(state_dict: dict[str, Any], storage_writer: Any, *, planner: Any = None, process_group: Any = None) -> Any:
+    """``dcp.save`` with ``no_dist`` where this release takes it: one process or a process group, any storage writer."""
+    import torch.distributed.checkpoint as dcp
+
+    return dcp.save(state_dict, storage_writer=storage_writer, planner=planner, process_group=process_group,
+                    **no_dist_options(dcp.save))
+
+
+def dcp_load(state_dict: dict[str, Any], storage_reader: Any, *, planner: Any = None, process_group: Any = None) -> None:
+    """Load in place through the DCP entry point that works on this release, in one process or a process group.
+
+    2.5+: ``dcp.load`` with ``no_dist``.  2.4: ``dcp.load``, which infers it.  2.2 and 2.3: the
+    deprecated ``dcp.load_state_dict`` (2.2's ``load`` gathers keys before honouring ``no_dist``;
+    2.3's drops nested non-tensor values); Stateful objects need 2.4.  Without a planner,
+    ``CrossReleaseLoadPlanner``: it reads both releases' key layouts.
+    """
+    import torch.distributed.checkpoint as dcp
+
+    from ._layout import CrossReleaseLoadPlanner
+
+    planner = planner or CrossReleaseLoadPlanner()
+    if TORCH_VERSION >= (2, 4):
+        dcp.load(state_dict, storage_reader=storage_reader, planner=planner, process_group=process_group,
+                 **no_dist_options(dcp.load))
+    else:  # pragma: no cover - exercised by the compatibility runs on old releases
+        dcp.load_state_dict(state_dict, storage_reader=storage_reader, planner=planner, process_group=process_group,
+                            no_dist=single_process())

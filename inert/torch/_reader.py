@@ -50,7 +50,6 @@ from typing import Any
 import torch
 from torch.distributed.checkpoint._traverse import set_element
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
-from torch.distributed.checkpoint.filesystem import FileSystem
 from torch.distributed.checkpoint.metadata import Metadata, TensorStorageMetadata
 from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, LoadPlanner, ReadItem
 from torch.distributed.checkpoint.storage import StorageReader
@@ -64,7 +63,7 @@ from inert._zstd import inflate
 from inert.codecs import checkpoint_metadata as metadata_codec
 from inert.codecs import checkpoint_shard as shard
 
-from ._compat import torch_dtype
+from ._compat import torch_dtype, validate_checkpoint_id
 from ._metadata import InertStorageInfo, loads_metadata
 from ._options import checked_extension_registry
 from ._payload import BLOCK, byte_view, crc32, crc32_combine, read_into
@@ -309,7 +308,6 @@ class FileSystemReader(StorageReader):
         max_metadata_size: int = metadata_codec.MAX_SIZE,
     ) -> None:
         super().__init__()
-        self.fs = FileSystem()
         self.path = Path(path)
         # Accepted as torch's reader accepts it; compression is declared by the format and no
         # extension's code runs on load, so the registry is checked but never consulted.
@@ -757,4 +755,4 @@ class FileSystemReader(StorageReader):
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike[str]) -> bool:
-        return FileSystem.validate_checkpoint_id(checkpoint_id)
+        return validate_checkpoint_id(checkpoint_id)

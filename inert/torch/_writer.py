@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.distributed.checkpoint.filesystem import FileSystem
 from torch.distributed.checkpoint.metadata import Metadata
 from torch.distributed.checkpoint.planner import SavePlan, SavePlanner, WriteItem, WriteItemType
 from torch.distributed.checkpoint.storage import StorageWriter, WriteResult
@@ -36,7 +35,7 @@ from inert._codec_runtime import file_header
 from inert._errors import WriteTypeError, WriteValueError
 from inert.codecs import checkpoint_shard as shard
 
-from ._compat import dtype_name
+from ._compat import dtype_name, validate_checkpoint_id
 from ._metadata import InertStorageInfo, dumps_metadata
 from ._options import DEFAULT_SERIALIZATION_FORMAT, check_serialization_format, compression_of
 from ._payload import BLOCK, crc32, pwrite_all, write_from
@@ -259,7 +258,6 @@ class FileSystemWriter(StorageWriter, _Stager):  # type: ignore[misc]
         self.serialization_format = serialization_format
         if _Stager is not object:
             _Stager.__init__(self, cache_staged_state_dict=cache_staged_state_dict)
-        self.fs = FileSystem()
         self.path = Path(path)
         self.single_file_per_rank = single_file_per_rank
         self.sync_files = sync_files
@@ -356,7 +354,7 @@ class FileSystemWriter(StorageWriter, _Stager):  # type: ignore[misc]
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike[str]) -> bool:
-        return FileSystem.validate_checkpoint_id(checkpoint_id)
+        return validate_checkpoint_id(checkpoint_id)
 
     def stage(self, state_dict: dict[str, Any]) -> dict[str, Any]:
         self.per_thread_copy_ahead = 0

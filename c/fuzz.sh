@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Fuzz the generated C readers with libFuzzer, AddressSanitizer and UBSan (needs clang):
+#   c/fuzz.sh SECONDS [TARGET ...]     (default: every reader; a target is a format or <format>.<part>)
+# Each target starts from the committed seeds of fuzz/corpus/<target>/ and its dictionary in
+# fuzz/dicts/, grows its corpus in c/build/fuzz-work/<target>/, and writes any crashing input there.
+# Prints executions and executions per second per target; exits 1 if any target found something.
+set -euo pipefail
+cd "$(dirname "$0")"
+seconds=${1:?usage: c/fuzz.sh SECONDS [TARGET ...]}
+shift
+targets=("$@")
+if [ ${#targets[@]} -eq 0 ]; then
+    targets=(checkpoint-metadata checkpoint-shard checkpoint-shard.record checkpoint-shard.inflated dump-manifest dump-shard
+             dump-shard.record shm-descriptor shm-message shm-samples-meta)
+fi
+make -s fuzz
+status=0
+for target in "${targets[@]}"; do
+    work=build/fuzz-work/$target
+    mkdir -p "$work"
+    args=()  # a reader without committed seeds or a dictionary starts from nothing
+    if [ -d "../fuzz/corpus/$target" ]; then args+=("../fuzz/corpus/$target"); fi
+    if [ -f "../fuzz/dicts/$target.dict" ]; then args+=("-dict=../fuzz/dicts/$target.dict"); fi
+    log=$work/log.txt
+    if build/fuzz/"$target" "$work" "${args[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+        -print_final_stats=1 -artifact_prefix="$work/" >"$log" 2>&1; then
+        result=ok
+    else
+        result=FINDING
+        status=1
+    fi
+    execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+    rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
+    printf '%-26s %12s executions %8s/s  %s\n' "$target" "${execs:-?}" "${rate:-?}" "$result"
+done
+exit $status

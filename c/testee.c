@@ -1,0 +1,678 @@
+/*
+ * The conformance testee of Inert's generated C readers (conformance/PROTOCOL.md): reads requests on
+ * stdin, decodes each payload with the generated reader the registry (inert_formats.h) names, and
+ * answers with the value's canonical JSON or the error's kind.  Nothing here knows a format: it
+ * builds a tree from the visitor's events and prints it.  Encoding is not implemented (answered
+ * "unsupported"): the C writers are a later slice.
+ *
+ * Build: make -C c testee
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "inert_formats.h"
+
+#define MAX_FRAME (1u << 26)
+
+static void die(const char *what) {
+    fprintf(stderr, "inert-c-testee: %s\n", what);
+    exit(2);
+}
+
+/* ---- a growable byte buffer ------------------------------------------------------------------ */
+
+typedef struct {
+    char *p;
+    size_t n, cap;
+} Buf;
+
+static void put(Buf *b, const void *data, size_t n) {
+    if (b->n + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n) cap *= 2;
+        b->p = realloc(b->p, cap);
+        if (!b->p) die("out of memory");
+        b->cap = cap;
+    }
+    if (n) memcpy(b->p + b->n, data, n);
+    b->n += n;
+}
+
+static void puts_(Buf *b, const char *s) { put(b, s, strlen(s)); }
+
+static void printf_(Buf *b, const char *fmt, ...) {
+    char tmp[64];
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    put(b, tmp, (size_t)len);
+}
+
+/* A JSON string as Python's json.dumps(..., ensure_ascii=False) writes it. */
+static void json_string(Buf *b, const uint8_t *s, size_t n) {
+    put(b, "\"", 1);
+    for (size_t i = 0; i < n; i++) {
+        uint8_t c = s[i];
+        switch (c) {
+            case '"': puts_(b, "\\\""); break;
+            case '\\': puts_(b, "\\\\"); break;
+            case '\n': puts_(b, "\\n"); break;
+            case '\r': puts_(b, "\\r"); break;
+            case '\t': puts_(b, "\\t"); break;
+            case '\b': puts_(b, "\\b"); break;
+            case '\f': puts_(b, "\\f"); break;
+            default:
+                if (c < 0x20) printf_(b, "\\u%04x", c);
+                else put(b, &c, 1);
+        }
+    }
+    put(b, "\"", 1);
+}
+
+static void base64(Buf *b, const uint8_t *s, size_t n) {
+    static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)s[i] << 16 | (i + 1 < n ? (uint32_t)s[i + 1] << 8 : 0) | (i + 2 < n ? s[i + 2] : 0);
+        char out[4] = {abc[v >> 18 & 63], abc[v >> 12 & 63], i + 1 < n ? abc[v >> 6 & 63] : '=', i + 2 < n ? abc[v & 63] : '='};
+        put(b, out, 4);
+    }
+}
+
+/* The shortest decimal digits that read back as `d` (> 0), and the exponent of the first digit, as
+ * Python's repr() finds them: among the strings of the fewest digits that round-trip, the nearest.  The
+ * correctly rounded one usually is; at a power of two its neighbour may be the only one that is. */
+static size_t shortest_digits(double d, char *digits, int *exp) {
+    char text[48];
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(text, sizeof text, "%.*e", prec - 1, d);
+        unsigned long long mantissa = 0;
+        const char *p = text;
+        for (; *p && *p != 'e'; p++)
+            if (*p != '.') mantissa = mantissa * 10 + (unsigned long long)(*p - '0');
+        int scale = atoi(p + 1) - (prec - 1); /* d ~ mantissa * 10**scale */
+        unsigned long long tries[3] = {mantissa, mantissa - 1, mantissa + 1};
+        for (int k = 0; k < 3; k++) {
+            if (!tries[k]) continue;
+            snprintf(text, sizeof text, "%llue%d", tries[k], scale);
+            if (strtod(text, NULL) != d) continue;
+            size_t n = (size_t)snprintf(digits, 24, "%llu", tries[k]);
+            *exp = scale + (int)n - 1;
+            while (n > 1 && digits[n - 1] == '0') n--;
+            return n;
+        }
+    }
+    return (size_t)snprintf(digits, 24, "0"); /* not reached: 17 digits always round-trip */
+}
+
+/* A finite float as Python's repr() writes it. */
+static void py_float(Buf *b, double d) {
+    char digits[24];
+    int exp = 0;
+    if (signbit(d)) put(b, "-", 1), d = -d;
+    size_t nd = 1;
+    if (d == 0) digits[0] = '0';
+    else nd = shortest_digits(d, digits, &exp);
+    if (exp >= -4 && exp < 16) {
+        if (exp < 0) {
+            puts_(b, "0.");
+            for (int k = -1; k > exp; k--) put(b, "0", 1);
+            put(b, digits, nd);
+        } else {
+            for (int k = 0; k <= exp; k++) put(b, k < (int)nd ? &digits[k] : "0", 1);
+            put(b, ".", 1);
+            if ((int)nd > exp + 1) put(b, digits + exp + 1, nd - (size_t)exp - 1);
+            else put(b, "0", 1);
+        }
+    } else {
+        put(b, digits, 1);
+        if (nd > 1) put(b, ".", 1), put(b, digits + 1, nd - 1);
+        printf_(b, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
+    }
+}
+
+/* ---- the decoded tree ------------------------------------------------------------------------ */
+
+enum { N_NULL, N_BOOL, N_INT, N_UINT, N_FLOAT, N_STR, N_NAME, N_BYTES, N_BYTEARRAY, N_COMPLEX, N_OBJ, N_ARR, N_MAP, N_EXT };
+
+typedef struct Node Node;
+struct Node {
+    int type;
+    int ext;
+    int64_t i;
+    uint64_t u;
+    double f, im;
+    const uint8_t *s;
+    size_t len;
+    const char *key; /* a member of a record */
+    Node *first, *last, *next;
+    size_t count;
+    Node *all; /* every node of a request, to free them together */
+    char *text; /* canonical JSON, once computed */
+    size_t text_len;
+};
+
+typedef struct {
+    Node *all;
+    Node **stack; /* the open containers */
+    size_t top, cap;
+    Node *root;
+    const char *key;
+} Tree;
+
+static Node *node(Tree *t, int type) {
+    Node *n = calloc(1, sizeof *n);
+    if (!n) die("out of memory");
+    n->type = type;
+    n->all = t->all;
+    t->all = n;
+    if (t->top) {
+        Node *parent = t->stack[t->top - 1];
+        if (parent->type == N_OBJ) n->key = t->key;
+        if (parent->last) parent->last->next = n;
+        else parent->first = n;
+        parent->last = n;
+        parent->count++;
+    } else {
+        t->root = n;
+    }
+    return n;
+}
+
+static void open_(Tree *t, Node *n) {
+    if (t->top == t->cap) {
+        t->cap = t->cap ? 2 * t->cap : 64;
+        t->stack = realloc(t->stack, t->cap * sizeof *t->stack);
+        if (!t->stack) die("out of memory");
+    }
+    t->stack[t->top++] = n;
+}
+
+static void v_begin_object(void *u) { open_(u, node(u, N_OBJ)); }
+static void v_end(void *u) { ((Tree *)u)->top--; }
+static void v_field(void *u, const char *name) { ((Tree *)u)->key = name; }
+static void v_begin_array(void *u, uint64_t c) { (void)c, open_(u, node(u, N_ARR)); }
+static void v_null(void *u) { node(u, N_NULL); }
+static void v_boolean(void *u, int v) { node(u, N_BOOL)->i = v; }
+static void v_int64(void *u, int64_t v) { node(u, N_INT)->i = v; }
+static void v_uint64(void *u, uint64_t v) { node(u, N_UINT)->u = v; }
+static void v_float64(void *u, double v) { node(u, N_FLOAT)->f = v; }
+static void v_text(void *u, const uint8_t *p, size_t n) {
+    Node *x = node(u, N_STR);
+    x->s = p, x->len = n;
+}
+static void v_bytes(void *u, const uint8_t *p, size_t n) {
+    Node *x = node(u, N_BYTES);
+    x->s = p, x->len = n;
+}
+static void v_tag(void *u, const char *e, const char *member, int64_t value) {
+    (void)e, (void)value;
+    Node *x = node(u, N_NAME);
+    x->s = (const uint8_t *)member, x->len = strlen(member);
+}
+static void v_begin_map(void *u, uint64_t c) { (void)c, open_(u, node(u, N_MAP)); }
+static void v_begin_ext(void *u, inert_ext kind, uint64_t c) {
+    (void)c;
+    Node *x = node(u, N_EXT);
+    x->ext = kind;
+    open_(u, x);
+}
+static void v_complex(void *u, double re, double im) {
+    Node *x = node(u, N_COMPLEX);
+    x->f = re, x->im = im;
+}
+static void v_bytearray(void *u, const uint8_t *p, size_t n) {
+    Node *x = node(u, N_BYTEARRAY);
+    x->s = p, x->len = n;
+}
+
+static const inert_visitor tree_visitor = {
+    v_begin_object, v_end, v_field, v_begin_array, v_end, v_null, v_boolean, v_int64, v_uint64, v_float64,
+    v_text, v_bytes, v_tag, v_begin_map, v_end, v_begin_ext, v_end, v_complex, v_bytearray,
+};
+
+/* ---- Python equality of hashable values (map keys, set members) -------------------------------- */
+
+/* A number's value as Python compares it across bool, int, float and complex; 0 if not a number. */
+static int numeric(const Node *n, long double *re, double *im) {
+    *im = 0;
+    switch (n->type) {
+        case N_BOOL: case N_INT: *re = (long double)n->i; return 1;
+        case N_UINT: *re = (long double)n->u; return 1;
+        case N_FLOAT: *re = n->f; return 1;
+        case N_COMPLEX: *re = n->f, *im = n->im; return 1;
+        default: return 0;
+    }
+}
+
+static int equal(const Node *a, const Node *b) {
+    long double ra, rb;
+    double ia, ib;
+    if (numeric(a, &ra, &ia) && numeric(b, &rb, &ib)) {
+        /* exact for 64-bit integers where long double has 64 mantissa bits; close enough elsewhere */
+        if ((a->type == N_INT || a->type == N_UINT || a->type == N_BOOL) && (b->type == N_INT || b->type == N_UINT || b->type == N_BOOL)) {
+            if ((a->type == N_UINT && a->u > INT64_MAX) || (b->type == N_UINT && b->u > INT64_MAX))
+                return a->type == b->type && a->u == b->u;
+            return (a->type == N_UINT ? (int64_t)a->u : a->i) == (b->type == N_UINT ? (int64_t)b->u : b->i);
+        }
+        return ra == rb && ia == ib;
+    }
+    if (a->type != b->type) return 0;
+    switch (a->type) {
+        case N_NULL: return 1;
+        case N_STR: case N_BYTES: return a->len == b->len && !memcmp(a->s, b->s, a->len);
+        case N_EXT: {
+            if (a->ext != b->ext || a->count != b->count) return 0;
+            if (a->ext == INERT_EXT_TUPLE) {
+                for (const Node *x = a->first, *y = b->first; x; x = x->next, y = y->next)
+                    if (!equal(x, y)) return 0;
+                return 1;
+            }
+            for (const Node *x = a->first; x; x = x->next) { /* sets: every member of one in the other */
+                int found = 0;
+                for (const Node *y = b->first; y && !found; y = y->next) found = equal(x, y);
+                if (!found) return 0;
+            }
+            return 1;
+        }
+        default: return 0;
+    }
+}
+
+/* ---- canonical JSON ------------------------------------------------------------------------------ */
+
+static void emit(Buf *b, Node *n);
+
+static const char *text_of(Node *n, size_t *len) {
+    if (!n->text) {
+        Buf b = {0};
+        emit(&b, n);
+        n->text = b.p ? b.p : calloc(1, 1);
+        n->text_len = b.n;
+    }
+    *len = n->text_len;
+    return n->text;
+}
+
+static int by_text(const void *pa, const void *pb) {
+    Node *a = *(Node *const *)pa, *b = *(Node *const *)pb;
+    size_t la, lb;
+    const char *ta = text_of(a, &la), *tb = text_of(b, &lb);
+    int c = memcmp(ta, tb, la < lb ? la : lb);
+    return c ? c : (la > lb) - (la < lb);
+}
+
+static int by_key(const void *pa, const void *pb) {
+    return strcmp((*(Node *const *)pa)->key, (*(Node *const *)pb)->key);
+}
+
+static Node **children(Node *n, size_t *count) {
+    Node **items = malloc((n->count ? n->count : 1) * sizeof *items);
+    if (!items) die("out of memory");
+    size_t k = 0;
+    for (Node *c = n->first; c; c = c->next) items[k++] = c;
+    *count = k;
+    return items;
+}
+
+static void emit_list(Buf *b, Node **items, size_t count) {
+    put(b, "[", 1);
+    for (size_t k = 0; k < count; k++) {
+        if (k) put(b, ",", 1);
+        emit(b, items[k]);
+    }
+    put(b, "]", 1);
+}
+
+/* A set's members without repeats (Python keeps the first), ordered by their canonical JSON text. */
+static void emit_set(Buf *b, Node *n) {
+    size_t count, kept = 0;
+    Node **items = children(n, &count);
+    for (size_t k = 0; k < count; k++) {
+        int seen = 0;
+        for (size_t j = 0; j < kept && !seen; j++) seen = equal(items[j], items[k]);
+        if (!seen) items[kept++] = items[k];
+    }
+    qsort(items, kept, sizeof *items, by_text);
+    printf_(b, "{\"$%s\":", n->ext == INERT_EXT_SET ? "set" : "frozenset");
+    emit_list(b, items, kept);
+    put(b, "}", 1);
+    free(items);
+}
+
+/* A map as a Python dict: a repeated key keeps its first spelling and takes the last value. */
+static void emit_map(Buf *b, Node *n) {
+    size_t count, pairs = 0;
+    Node **items = children(n, &count);
+    for (size_t k = 0; k + 1 < count; k += 2) {
+        size_t j = 0;
+        while (j < pairs && !equal(items[2 * j], items[k])) j++;
+        if (j == pairs) items[2 * pairs] = items[k], pairs++;
+        items[2 * j + 1] = items[k + 1];
+    }
+    int plain = 1;
+    for (size_t j = 0; j < pairs; j++)
+        if (items[2 * j]->type != N_STR || (items[2 * j]->len && items[2 * j]->s[0] == '$')) plain = 0;
+    if (plain) {
+        /* string keys in code point order: the order of their UTF-8 bytes */
+        Node **keys = malloc((pairs ? pairs : 1) * sizeof *keys);
+        if (!keys) die("out of memory");
+        for (size_t j = 0; j < pairs; j++) keys[j] = items[2 * j];
+        qsort(keys, pairs, sizeof *keys, by_text);
+        put(b, "{", 1);
+        for (size_t j = 0; j < pairs; j++) {
+            size_t at = 0;
+            while (items[2 * at] != keys[j]) at++;
+            if (j) put(b, ",", 1);
+            emit(b, keys[j]);
+            put(b, ":", 1);
+            emit(b, items[2 * at + 1]);
+        }
+        put(b, "}", 1);
+        free(keys);
+    } else {
+        Buf *texts = calloc(pairs ? pairs : 1, sizeof *texts);
+        if (!texts) die("out of memory");
+        for (size_t j = 0; j < pairs; j++) {
+            put(&texts[j], "[", 1);
+            emit(&texts[j], items[2 * j]);
+            put(&texts[j], ",", 1);
+            emit(&texts[j], items[2 * j + 1]);
+            put(&texts[j], "]", 1);
+        }
+        /* sort the pair texts */
+        for (size_t j = 1; j < pairs; j++)
+            for (size_t k = j; k > 0; k--) {
+                Buf *x = &texts[k - 1], *y = &texts[k];
+                int c = memcmp(x->p, y->p, x->n < y->n ? x->n : y->n);
+                if (c < 0 || (c == 0 && x->n <= y->n)) break;
+                Buf tmp = *x;
+                *x = *y, *y = tmp;
+            }
+        puts_(b, "{\"$map\":[");
+        for (size_t j = 0; j < pairs; j++) {
+            if (j) put(b, ",", 1);
+            put(b, texts[j].p, texts[j].n);
+            free(texts[j].p);
+        }
+        puts_(b, "]}");
+        free(texts);
+    }
+    free(items);
+}
+
+static void emit_float(Buf *b, double d) {
+    if (isnan(d)) puts_(b, "{\"$float\":\"nan\"}");
+    else if (isinf(d)) puts_(b, d > 0 ? "{\"$float\":\"inf\"}" : "{\"$float\":\"-inf\"}");
+    else py_float(b, d);
+}
+
+static void emit(Buf *b, Node *n) {
+    switch (n->type) {
+        case N_NULL: puts_(b, "null"); break;
+        case N_BOOL: puts_(b, n->i ? "true" : "false"); break;
+        case N_INT: printf_(b, "%lld", (long long)n->i); break;
+        case N_UINT: printf_(b, "%llu", (unsigned long long)n->u); break;
+        case N_FLOAT: emit_float(b, n->f); break;
+        case N_STR: case N_NAME: json_string(b, n->s, n->len); break;
+        case N_BYTES: case N_BYTEARRAY:
+            puts_(b, n->type == N_BYTES ? "{\"$bytes\":\"" : "{\"$bytearray\":\"");
+            base64(b, n->s, n->len);
+            puts_(b, "\"}");
+            break;
+        case N_COMPLEX:
+            puts_(b, "{\"$complex\":[");
+            emit_float(b, n->f);
+            put(b, ",", 1);
+            emit_float(b, n->im);
+            puts_(b, "]}");
+            break;
+        case N_ARR: {
+            size_t count;
+            Node **items = children(n, &count);
+            emit_list(b, items, count);
+            free(items);
+            break;
+        }
+        case N_EXT:
+            if (n->ext == INERT_EXT_TUPLE) {
+                size_t count;
+                Node **items = children(n, &count);
+                puts_(b, "{\"$tuple\":");
+                emit_list(b, items, count);
+                put(b, "}", 1);
+                free(items);
+            } else {
+                emit_set(b, n);
+            }
+            break;
+        case N_MAP: emit_map(b, n); break;
+        case N_OBJ: {
+            size_t count;
+            Node **items = children(n, &count);
+            qsort(items, count, sizeof *items, by_key);
+            put(b, "{", 1);
+            for (size_t k = 0; k < count; k++) {
+                if (k) put(b, ",", 1);
+                json_string(b, (const uint8_t *)items[k]->key, strlen(items[k]->key));
+                put(b, ":", 1);
+                emit(b, items[k]);
+            }
+            put(b, "}", 1);
+            free(items);
+            break;
+        }
+    }
+}
+
+static void free_tree(Tree *t) {
+    while (t->all) {
+        Node *next = t->all->all;
+        free(t->all->text);
+        free(t->all);
+        t->all = next;
+    }
+}
+
+/* ---- the request header: a small JSON object --------------------------------------------------- */
+
+typedef struct {
+    char op[16], format[64];
+    uint64_t version;
+    inert_params params;
+    char unknown_param[64];
+} Header;
+
+typedef struct {
+    const char *p, *end;
+} Json;
+
+static void ws(Json *j) {
+    while (j->p < j->end && (*j->p == ' ' || *j->p == '\n' || *j->p == '\r' || *j->p == '\t')) j->p++;
+}
+
+static int lit(Json *j, char c) {
+    ws(j);
+    if (j->p < j->end && *j->p == c) return j->p++, 1;
+    return 0;
+}
+
+/* A JSON string of printable ASCII (the protocol's names are). */
+static int jstring(Json *j, char *out, size_t cap) {
+    size_t n = 0;
+    if (!lit(j, '"')) return 0;
+    while (j->p < j->end && *j->p != '"') {
+        char c = *j->p++;
+        if (c == '\\') {
+            if (j->p >= j->end || (*j->p != '"' && *j->p != '\\' && *j->p != '/')) return 0;
+            c = *j->p++;
+        }
+        if ((unsigned char)c < 0x20 || (unsigned char)c > 0x7e || n + 1 >= cap) return 0;
+        out[n++] = c;
+    }
+    out[n] = 0;
+    return lit(j, '"');
+}
+
+static int juint(Json *j, uint64_t *out) {
+    uint64_t v = 0;
+    ws(j);
+    if (j->p >= j->end || *j->p < '0' || *j->p > '9') return 0;
+    while (j->p < j->end && *j->p >= '0' && *j->p <= '9') {
+        unsigned d = (unsigned)(*j->p++ - '0');
+        if (v > (UINT64_MAX - d) / 10) return 0;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 1;
+}
+
+static int jword(Json *j, const char *word) {
+    size_t n = strlen(word);
+    ws(j);
+    if ((size_t)(j->end - j->p) < n || memcmp(j->p, word, n)) return 0;
+    j->p += n;
+    return 1;
+}
+
+static int parse_params(Json *j, Header *h) {
+    char key[64];
+    if (!lit(j, '{')) return 0;
+    if (lit(j, '}')) return 1;
+    do {
+        if (!jstring(j, key, sizeof key) || !lit(j, ':')) return 0;
+        if (!strcmp(key, "chunk_size")) {
+            if (!juint(j, &h->params.chunk_size)) return 0;
+            h->params.has_chunk_size = 1;
+        } else if (!strcmp(key, "max_size")) {
+            if (!juint(j, &h->params.max_size)) return 0;
+            h->params.has_max_size = 1;
+        } else if (!strcmp(key, "verify_checksums")) {
+            if (jword(j, "false")) h->params.skip_checksums = 1;
+            else if (!jword(j, "true")) return 0;
+        } else {
+            uint64_t ignored;
+            snprintf(h->unknown_param, sizeof h->unknown_param, "%s", key);
+            if (!juint(j, &ignored) && !jword(j, "true") && !jword(j, "false") && !jword(j, "null")) return 0;
+        }
+    } while (lit(j, ','));
+    return lit(j, '}');
+}
+
+static int parse_header(const char *text, size_t n, Header *h) {
+    Json j = {text, text + n};
+    char key[64];
+    memset(h, 0, sizeof *h);
+    if (!lit(&j, '{')) return 0;
+    if (lit(&j, '}')) return 1;
+    do {
+        int ok;
+        if (!jstring(&j, key, sizeof key) || !lit(&j, ':')) return 0;
+        if (!strcmp(key, "op")) ok = jstring(&j, h->op, sizeof h->op);
+        else if (!strcmp(key, "format")) ok = jstring(&j, h->format, sizeof h->format);
+        else if (!strcmp(key, "version")) ok = juint(&j, &h->version);
+        else if (!strcmp(key, "params")) ok = parse_params(&j, h);
+        else ok = 0;
+        if (!ok) return 0;
+    } while (lit(&j, ','));
+    if (!lit(&j, '}')) return 0;
+    ws(&j);
+    return j.p == j.end;
+}
+
+/* ---- frames and the request loop --------------------------------------------------------------- */
+
+/* The next frame (malloc'd), or NULL at a clean end of input where a request would start. */
+static uint8_t *read_frame(size_t *len, int first) {
+    uint8_t head[4];
+    size_t got = fread(head, 1, 4, stdin);
+    if (got == 0 && first && feof(stdin)) return NULL;
+    if (got != 4) die("input ends inside a frame length");
+    *len = (size_t)inert_le(head, 4);
+    if (*len > MAX_FRAME) die("frame too large");
+    uint8_t *data = malloc(*len ? *len : 1);
+    if (!data) die("out of memory");
+    if (fread(data, 1, *len, stdin) != *len) die("input ends inside a frame");
+    return data;
+}
+
+static void write_frame(const void *data, size_t n) {
+    uint8_t head[4] = {(uint8_t)n, (uint8_t)(n >> 8), (uint8_t)(n >> 16), (uint8_t)(n >> 24)};
+    if (fwrite(head, 1, 4, stdout) != 4 || fwrite(data, 1, n, stdout) != n) die("cannot write a response");
+}
+
+static void respond(const char *result, const char *kind, const char *message, const Buf *payload) {
+    Buf h = {0};
+    put(&h, "{", 1);
+    if (kind) puts_(&h, "\"kind\":"), json_string(&h, (const uint8_t *)kind, strlen(kind)), put(&h, ",", 1);
+    if (message) puts_(&h, "\"message\":"), json_string(&h, (const uint8_t *)message, strlen(message)), put(&h, ",", 1);
+    puts_(&h, "\"result\":");
+    json_string(&h, (const uint8_t *)result, strlen(result));
+    put(&h, "}", 1);
+    write_frame(h.p, h.n);
+    write_frame(payload ? payload->p : "", payload ? payload->n : 0);
+    fflush(stdout);
+    free(h.p);
+}
+
+static int takes_param(const inert_format_entry *e, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = e->params; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == e->params || p[-1] == ' ') && (p[n] == 0 || p[n] == ' ')) return 1;
+    return 0;
+}
+
+static void answer(const Header *h, const uint8_t *payload, size_t n) {
+    const inert_format_entry *e = inert_format(h->format);
+    int known_version = 0;
+    for (size_t k = 0; e && e->versions[k]; k++) known_version |= e->versions[k] == h->version;
+    const char *unsupported = NULL;
+    if (strcmp(h->op, "decode") != 0) unsupported = "the generated C code reads only (C writers are not generated yet)";
+    else if (!e) unsupported = "no generated C reader of this format";
+    else if (!known_version) unsupported = "version not read by the generated C reader";
+    else if (h->unknown_param[0] || (h->params.has_chunk_size && !takes_param(e, "chunk_size")) ||
+             (h->params.skip_checksums && !takes_param(e, "verify_checksums")) ||
+             (h->params.has_max_size && !e->whole_file))
+        unsupported = "parameter not taken by this format";
+    if (unsupported) {
+        respond("unsupported", NULL, unsupported, NULL);
+        return;
+    }
+    Tree *tree = calloc(1, sizeof *tree);
+    if (!tree) die("out of memory");
+    inert_error *err = malloc(sizeof *err);
+    if (!err) die("out of memory");
+    unsigned version = e->whole_file ? 0 : (unsigned)h->version;
+    if (e->decode(payload, n, version, &h->params, &tree_visitor, tree, err) == 0) {
+        Buf out = {0};
+        emit(&out, tree->root);
+        respond("accept", NULL, NULL, &out);
+        free(out.p);
+    } else {
+        char message[INERT_FIELD_MAX + INERT_REASON_MAX + 128];
+        inert_error_message(err, message, sizeof message);
+        if (err->kind == INERT_UNSUPPORTED) respond("unsupported", NULL, message, NULL);
+        else respond("reject", inert_kind_name(err->kind), message, NULL);
+    }
+    free_tree(tree);
+    free(tree->stack);
+    free(tree);
+    free(err);
+}
+
+int main(void) {
+    size_t header_len, payload_len;
+    uint8_t *header_text;
+    while ((header_text = read_frame(&header_len, 1)) != NULL) {
+        uint8_t *payload = read_frame(&payload_len, 0);
+        Header h;
+        if (!parse_header((const char *)header_text, header_len, &h)) die("malformed request header");
+        answer(&h, payload, payload_len);
+        free(header_text);
+        free(payload);
+    }
+    return 0;
+}
