@@ -145,7 +145,10 @@ def body_vectors(c: Corpus, f: Frame, unknown_kinds: tuple[int, ...] = (0, 3, 0x
                  f.tensor(name, [len(specials)], bytes(specials)))
     c.accept("ZeroD", "a 0-d int64 tensor: one element", f.tensor("INT64", [], struct.pack("<q", -7)))
     c.accept("ZeroSize", "a 0x3 float64 tensor: no bytes", f.tensor("FLOAT64", [0, 3], b""))
-    c.accept("ZeroSizeHugeDims", "a zero-size tensor whose other dims are 2**63", f.tensor("FLOAT32", [0, 1 << 63], b""))
+    c.accept("ZeroSizeLargestDims", "a zero-size tensor whose other dims are 2**63 - 1, the largest torch holds",
+             f.tensor("FLOAT32", [0, (1 << 63) - 1], b""))
+    c.reject("ZeroSizeHugeDims", "a zero-size tensor with a dim of 2**63, which torch and numpy cannot hold",
+             f.wrap(tensor_body(f.start, "FLOAT32", [0, 1 << 63], b"")), "invalid-value")
     c.accept("MaxNdim", "64 dims of 1", f.tensor("UINT8", [1] * MAX_NDIM, b"\x2a"))
     c.reject("NdimAboveLimit", "65 dims", f.wrap(tensor_body(f.start, "UINT8", [1] * (MAX_NDIM + 1), b"\x2a")), "limit")
     c.accept("BoolZeroOne", "bool bytes 0 and 1", f.tensor("BOOL", [2], b"\x00\x01"))

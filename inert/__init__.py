@@ -17,6 +17,7 @@ import os as _os
 
 from ._errors import (
     ChecksumError,
+    FileKindError,
     ForeignFormatError,
     HarnessError,
     InertError,
@@ -52,6 +53,7 @@ __all__ = [
     "ChecksumError",
     "VersionError",
     "ForeignFormatError",
+    "FileKindError",
     "HarnessError",
     "WriteTypeError",
     "WriteValueError",

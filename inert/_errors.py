@@ -23,6 +23,7 @@ __all__ = [
     "ChecksumError",
     "VersionError",
     "ForeignFormatError",
+    "FileKindError",
     "HarnessError",
     "WriteTypeError",
     "WriteValueError",
@@ -124,6 +125,15 @@ class ForeignFormatError(InertError):
     kind = "foreign-format"
 
 
+class FileKindError(InertError):
+    """A file a reader was given is not a regular file inside its directory (a link, a FIFO, a device, ...).
+
+    Nothing of it was read: the message names the file and what it is, never its bytes.
+    """
+
+    kind = "file-kind"
+
+
 _W = TypeVar("_W", bound="_WriteErrorMixin")
 
 
@@ -180,5 +190,6 @@ ERROR_CLASSES: dict[str, type[InertError]] = {
         ChecksumError,
         VersionError,
         ForeignFormatError,
+        FileKindError,
     )
 }

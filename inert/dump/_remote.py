@@ -111,7 +111,7 @@ class RemoteDumpReader(DumpReader):
     def __init__(self, url: str, storage_options: dict[str, Any] | None = None) -> None:
         self.fs, self.root = filesystem(url, storage_options)
         self._sizes: dict[str, int] | None = None
-        super().__init__(url, copy=True)
+        super().__init__(url, mapped=False)
 
     def _read_manifest(self) -> dict[str, Any]:
         path = join(self.root, MANIFEST_NAME)

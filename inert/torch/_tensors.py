@@ -28,6 +28,7 @@ from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, Metadata
 from torch.distributed.checkpoint.planner import LoadItemType, ReadItem
 
 from inert._errors import InvalidValueError, LimitError, TruncatedError
+from inert._files import open_in
 from inert._objstore import is_url
 from inert.codecs import checkpoint_metadata as metadata_codec
 
@@ -76,7 +77,9 @@ def load_tensors(
         wanted = {fqn: _entry_for(fqn, tensor, entries.get(fqn)) for fqn, tensor in into.items()}
     items = [item for fqn, md in wanted.items() for item in _read_items(fqn, md, reader.storage_data, reader.file_version)]
     if into is None:
-        reader._placed(items)  # records inside their files: the bytes of the tensors below are there
+        # Records inside their files, and each one's header what the metadata says, before a tensor is
+        # allocated: a sparse file places any length at no cost on disk, its header is its first bytes.
+        _check_headers(reader, reader._placed(items))
         into = {fqn: _new_tensor(fqn, md) for fqn, md in wanted.items()}
     dest = into
 
@@ -163,9 +166,21 @@ def _check_tiling(fqn: str, size: torch.Size, chunks: list[ChunkStorageMetadata]
         region[...] = True
 
 
+def _check_headers(reader: FileSystemReader, per_file: dict[str, list[tuple[InertStorageInfo, list[ReadItem]]]]) -> None:
+    """Each record's header is what the metadata says (``FileSystemReader.check_header``)."""
+    for name, placed in per_file.items():
+        fd = open_in(reader.path, name, "checkpoint-shard")
+        try:
+            reader._file_versions[name] = reader._file_version(fd, name)
+            for info, record_items in placed:
+                reader.check_header(fd, name, record_items[0], info)
+        finally:
+            os.close(fd)
+
+
 def _new_tensor(fqn: str, md: TensorStorageMetadata) -> torch.Tensor:
     try:
         return torch.empty(md.size, dtype=md.properties.dtype)
-    except (RuntimeError, MemoryError):  # the files hold these bytes (placement is checked); memory may not
+    except (RuntimeError, MemoryError, TypeError, OverflowError):  # the files hold these bytes; memory may not
         nbytes = math.prod(md.size) * md.properties.dtype.itemsize
         raise LimitError("checkpoint-metadata", -1, fqn, f"a tensor of {nbytes} bytes cannot be allocated") from None
