@@ -8,10 +8,11 @@ both load by having each owner read only its byte ranges, each load in a fresh
 process as a restore runs (the time is taken inside it, imports excluded).  The baseline
 clones each row's tensors before pickling them (otherwise a slice pickles its
 whole batch) and unpickles each row on load, as the seed's V2 does.  Inert's
-load maps the shard files copy-on-write and checks every record (CRC-32 and
-fields) before returning, its tensors views of the page cache; ``--copy``
-measures ``load(copy=True)`` instead, which reads every record into private
-memory.
+default load reads every record into private memory and checks it (CRC-32 and
+fields) before returning; ``inert mapped`` is ``load(mapped=True)``, which maps
+the shard files copy-on-write (tensors are views of the page cache; a
+truncation by another process is then a SIGBUS).  Both are measured, each
+against the same pickle loads.
 
 Runs alternate (inert, pickle, pickle, inert, ...) in one process; for each
 operation the best wall time and the best process CPU time (all threads) of
@@ -20,7 +21,6 @@ the runs, and the ratios pickle / inert (above 1 means inert is faster)::
     python benchmarks/bench_dump.py                         # 4,096 and 16,384 rows, 8 owners, load into 8 and 4
     python benchmarks/bench_dump.py --rows 4096 --repeat 5
     python benchmarks/bench_dump.py --no-sync               # page cache only
-    python benchmarks/bench_dump.py --copy                  # inert loads into private memory
     python benchmarks/bench_dump.py --in-process --dir /dev/shm   # repeated loads in one process, on tmpfs
 """
 
@@ -145,35 +145,35 @@ def _digest(rows: list[Row]) -> list[Any]:
     return [sorted((row.key, row.global_index, sorted(row.tag.items())) for row in rows), ids, round(logprobs, 3)]
 
 
-def _load_in_child(name: str, path: str, owners: int, copy: bool) -> tuple[float, float, list[Any]]:
+def _load_in_child(name: str, path: str, owners: int) -> tuple[float, float, list[Any]]:
     """Load in a fresh process, as a restore does: no memory left over from the save or an earlier load."""
     out = subprocess.run(
-        [sys.executable, os.path.abspath(__file__), "--child-load", name, path, str(owners), str(int(copy))],
+        [sys.executable, os.path.abspath(__file__), "--child-load", name, path, str(owners)],
         check=True, capture_output=True, text=True,
     ).stdout
     wall, cpu, digest = json.loads(out)
     return wall, cpu, digest
 
 
-def _child_load(name: str, path: str, owners: int, copy: bool) -> None:
-    if name == "inert":
-        wall, cpu, loaded = _timed(lambda: load(path, owners=owners, copy=copy).rows_by_owner)
+def _child_load(name: str, path: str, owners: int) -> None:
+    if name != "pickle":
+        wall, cpu, loaded = _timed(lambda: load(path, owners=owners, mapped=name == "mapped").rows_by_owner)
     else:
         wall, cpu, loaded = _timed(partial(pickle_load, path, owners))
     print(json.dumps([wall, cpu, _digest([row for part in loaded for row in part])]))
 
 
-def _load_in_process(name: str, path: str, owners: int, copy: bool) -> tuple[float, float, list[Any]]:
+def _load_in_process(name: str, path: str, owners: int) -> tuple[float, float, list[Any]]:
     """Load in this process: memory the allocator already holds is reused (the steady state of repeated loads)."""
-    if name == "inert":
-        wall, cpu, loaded = _timed(lambda: load(path, owners=owners, copy=copy).rows_by_owner)
+    if name != "pickle":
+        wall, cpu, loaded = _timed(lambda: load(path, owners=owners, mapped=name == "mapped").rows_by_owner)
     else:
         wall, cpu, loaded = _timed(partial(pickle_load, path, owners))
     return wall, cpu, json.loads(json.dumps(_digest([row for part in loaded for row in part])))
 
 
 def bench(
-    count: int, owners: int, load_owners: list[int], repeat: int, sync: bool, root: str, in_process: bool, copy: bool
+    count: int, owners: int, load_owners: list[int], repeat: int, sync: bool, root: str, in_process: bool
 ) -> None:
     rows = make_rows(count)
     expected = json.loads(json.dumps(_digest(rows)))
@@ -193,24 +193,26 @@ def bench(
             wall.setdefault(f"{name} save", []).append(w)
             cpu.setdefault(f"{name} save", []).append(c)
             for target in load_owners:
-                w, c, digest = (_load_in_process if in_process else _load_in_child)(name, dest, target, copy)
-                assert digest == expected, f"{name} load {owners}->{target} gave other rows back"
-                wall.setdefault(f"{name} load {owners}->{target}", []).append(w)
-                cpu.setdefault(f"{name} load {owners}->{target}", []).append(c)
+                # Inert's default (private memory) and its mapped opt-in load the same files, in turn.
+                for loader in (name, "mapped") if name == "inert" else (name,):
+                    w, c, digest = (_load_in_process if in_process else _load_in_child)(loader, dest, target)
+                    assert digest == expected, f"{loader} load {owners}->{target} gave other rows back"
+                    wall.setdefault(f"{loader} load {owners}->{target}", []).append(w)
+                    cpu.setdefault(f"{loader} load {owners}->{target}", []).append(c)
     for path in paths:
         shutil.rmtree(path)
     where = "in this process" if in_process else "in fresh processes"
-    memory = "private copies" if copy else "mapped"
     print(
         f"\n{count} rows ({gib:.2f} GiB), {owners} owners, {repeat} runs each, fsync {'on' if sync else 'off'}, "
-        f"loads {where} (inert: {memory})"
+        f"loads {where} (inert: private memory, the default; mapped: load(mapped=True))"
     )
-    print(f"{'':16}{'wall: inert':>12}{'pickle':>9}{'ratio':>8}   {'CPU: inert':>11}{'pickle':>9}{'ratio':>8}")
-    for op in ["save"] + [f"load {owners}->{t}" for t in load_owners]:
-        line = f"{op:16}"
+    print(f"{'':22}{'wall: inert':>12}{'pickle':>9}{'ratio':>8}   {'CPU: inert':>11}{'pickle':>9}{'ratio':>8}")
+    ops = [("inert", "save")] + [(loader, f"load {owners}->{t}") for t in load_owners for loader in ("inert", "mapped")]
+    for ours_name, op in ops:
+        line = f"{op if ours_name == 'inert' else op + ' mapped':22}"
         for table in (wall, cpu):
             # Best of the runs: on a shared machine the minimum is the least disturbed measurement.
-            ours, theirs = min(table[f"inert {op}"]), min(table[f"pickle {op}"])
+            ours, theirs = min(table[f"{ours_name} {op}"]), min(table[f"pickle {op}"])
             line += f"{ours:>11.3f}s{theirs:>8.3f}s{theirs / ours:>7.2f}x   "
         print(line.rstrip())
     print("ratio = pickle / inert: above 1 means inert is faster")
@@ -218,7 +220,7 @@ def bench(
 
 def main() -> None:
     if sys.argv[1:2] == ["--child-load"]:
-        _child_load(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5] == "1")
+        _child_load(sys.argv[2], sys.argv[3], int(sys.argv[4]))
         return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, nargs="+", default=[4096, 16384])
@@ -228,12 +230,11 @@ def main() -> None:
     parser.add_argument("--no-sync", action="store_true", help="skip fsync (page cache only)")
     parser.add_argument("--dir", default=None, help="where to write (default: a temporary directory)")
     parser.add_argument("--in-process", action="store_true", help="load in this process instead of a fresh one per load")
-    parser.add_argument("--copy", action="store_true", help="inert loads with copy=True (private memory, no mapping)")
     args = parser.parse_args()
     root = tempfile.mkdtemp(prefix="bench-dump-", dir=args.dir)
     try:
         for count in args.rows:
-            bench(count, args.owners, args.load_owners, args.repeat, not args.no_sync, root, args.in_process, args.copy)
+            bench(count, args.owners, args.load_owners, args.repeat, not args.no_sync, root, args.in_process)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -3,6 +3,7 @@
 Layout: ``corpus/<format>/v<version>/<Name>.json``, each file holding::
 
     {"name": "<Name>", "description": "<one line>",
+     "rule": "<rule id>",                     (optional: the spec rule the vector pins, as docs/spec numbers it)
      "input": "<hex>" | ["<hex>", {"repeat": "<hex>", "times": N}, ...],
      "params": {"chunk_size": N},             (optional: what the reader is told beyond the bytes)
      "expect": {"accept": <canonical JSON value>}
@@ -43,7 +44,7 @@ CORPUS_DIR = Path(__file__).resolve().parent / "corpus"
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_]+\Z")
 _VERSION_RE = re.compile(r"v([1-9][0-9]*)\Z")
-_KEYS = {"name", "description", "input", "value", "params", "expect"}
+_KEYS = {"name", "description", "rule", "input", "value", "params", "expect"}
 #: Kinds of a writer's refusal (a caller mistake, not bad bytes: builtin TypeError/ValueError).
 WRITE_KINDS = ("write-type", "write-value")
 #: Runs of one byte at least this long are stored as a repeat, to keep big vectors small on disk.
@@ -80,6 +81,8 @@ class Vector:
     params: dict[str, Any] = field(default_factory=dict)
     #: Canonical JSON of the value to encode, for a write vector (then ``data`` is empty).
     value: str | None = None
+    #: The identifier of the spec rule the vector pins, when it names one.
+    rule: str | None = None
 
     @property
     def test_name(self) -> str:
@@ -159,10 +162,15 @@ def _load(path: Path, fmt: str, version: int) -> Vector:
         raise HarnessError(f"{where}: description is one non-empty line")
     if not isinstance(params, dict):
         raise HarnessError(f"{where}: params is an object")
+    rule = doc.get("rule")
+    if rule is not None and not isinstance(rule, str):
+        raise HarnessError(f"{where}: rule is a string")
     if "value" in doc:
         value = canonical_text(doc["value"])
-        return Vector(fmt, version, name, description, b"", _write_refusal(doc["expect"], where), value=value)
-    return Vector(fmt, version, name, description, _input(doc["input"], where), _outcomes(doc["expect"], where), params)
+        return Vector(fmt, version, name, description, b"", _write_refusal(doc["expect"], where), value=value, rule=rule)
+    return Vector(
+        fmt, version, name, description, _input(doc["input"], where), _outcomes(doc["expect"], where), params, rule=rule
+    )
 
 
 def load_corpus(root: Path = CORPUS_DIR, formats: Iterable[str] | None = None) -> list[Vector]:
@@ -204,10 +212,17 @@ def _input_parts(data: bytes) -> str | list[Any]:
 
 
 def vector_document(
-    name: str, description: str, data: bytes, expect: dict[str, Any], params: dict[str, Any] | None = None
+    name: str, description: str, data: bytes, expect: dict[str, Any], params: dict[str, Any] | None = None,
+    rule: str | None = None,
 ) -> dict[str, Any]:
-    """The JSON document of one vector; ``expect`` values are already canonical JSON values."""
-    doc: dict[str, Any] = {"name": name, "description": description, "input": _input_parts(data)}
+    """The JSON document of one vector; ``expect`` values are already canonical JSON values.
+
+    ``rule`` is the identifier of the spec rule the vector pins (as the spec pages number them).
+    """
+    doc: dict[str, Any] = {"name": name, "description": description}
+    if rule is not None:
+        doc["rule"] = rule
+    doc["input"] = _input_parts(data)
     if params:
         doc["params"] = params
     doc["expect"] = json.loads(canonical_text(expect))  # keys sorted, as the runner compares them

@@ -54,6 +54,8 @@ class Result:
     group: str
     status: str
     detail: str = ""
+    #: The vector the test comes from (None for a failure-list entry the corpus lacks).
+    vector: Vector | None = None
 
 
 @dataclass
@@ -67,7 +69,9 @@ class Report:
     def ok(self) -> bool:
         return self.count(FAIL) == 0 and self.count(PASS) > 0
 
-    def write(self, out: TextIO) -> None:
+    def write(self, out: TextIO, verbose: bool = False) -> None:
+        """The report: per group its counts, then each failure with its vector file, description, the
+        rule it pins, expected versus got (and with ``verbose`` the input bytes in hex)."""
         groups: dict[str, list[Result]] = {}
         for result in self.results:
             groups.setdefault(result.group, []).append(result)
@@ -77,9 +81,34 @@ class Report:
             for r in results:
                 if r.status in (FAIL, KNOWN):
                     print(f"  {'FAIL' if r.status == FAIL else 'known'} {r.name}: {r.detail}", file=out)
+                    if r.vector is not None:
+                        _explain(r.vector, out, verbose)
         if self.count(UNSUPPORTED) or self.count(KNOWN):
             print(f"{self.count(UNSUPPORTED)} unsupported, {self.count(KNOWN)} known failures (not counted)", file=out)
         print(f"{self.count(PASS)} passed, {self.count(FAIL)} failed", file=out)
+
+
+def _explain(vector: Vector, out: TextIO, verbose: bool) -> None:
+    print(f"    vector: corpus/{vector.format}/v{vector.version}/{vector.name}.json: {vector.description}", file=out)
+    rule = vector.rule or _traced_rule(vector)
+    if rule:
+        print(f"    rule: {rule} (docs/spec: the rules of {vector.format.split('.')[0]})", file=out)
+    if verbose:
+        label = "value" if vector.value is not None else "input"
+        text = vector.value if vector.value is not None else vector.data.hex()
+        print(f"    {label}: {text}", file=out)
+
+
+def _traced_rule(vector: Vector) -> str | None:
+    """The rule Inert's own readers refuse the vector by (None for an accepting vector, or without the spec)."""
+    if vector.value is not None or vector.accepted is not None:
+        return None
+    try:
+        from ._trace import trace_corpus
+    except ImportError:  # pragma: no cover - the spec extra (Construct) is not installed
+        return None
+    trace = trace_corpus([vector])
+    return next((rule for (_, rule) in trace.rejects), None)
 
 
 def cases(vectors: Iterable[Vector]) -> Iterator[Case]:
@@ -122,10 +151,36 @@ def _judge(case: Case, testee: Testee) -> tuple[str, str]:
         return UNSUPPORTED, response.message
     if _matches(case, response):
         return PASS, ""
-    got = response.describe()
-    if case.request.op == "encode" and response.result == "accept":
-        got = f"accept {response.payload.hex()}"
-    return FAIL, f"expected {_expected(case)}, got {got}"
+    return FAIL, _mismatch(case, response)
+
+
+#: Values longer than this are shown as the difference around their first differing character.
+_SHOWN = 160
+
+
+def _mismatch(case: Case, response: Response) -> str:
+    """Expected versus got, in full when short; for long values the first difference with context."""
+    wanted = [o for o in case.outcomes if o.result == "accept"]
+    if response.result != "accept" or not wanted:
+        got = response.describe() if response.result != "accept" else f"accept {_shorten(_payload_text(case, response))}"
+        return f"expected {_expected(case)}, got {got}"
+    expected, got = wanted[0].text or "", _payload_text(case, response)
+    if len(expected) <= _SHOWN and len(got) <= _SHOWN:
+        return f"expected accept {expected}, got accept {got}"
+    at = next((i for i, (a, b) in enumerate(zip(expected, got, strict=False)) if a != b), min(len(expected), len(got)))
+    start = max(0, at - 40)
+    what = "bytes (hex)" if case.request.op == "encode" else "canonical JSON"
+    return (f"expected accept, got another value: the {what} differ at character {at} "
+            f"(expected {len(expected)} characters, got {len(got)}): "
+            f"expected ...{expected[start:at + 60]}..., got ...{got[start:at + 60]}...")
+
+
+def _payload_text(case: Case, response: Response) -> str:
+    return response.payload.hex() if case.request.op == "encode" else response.payload.decode("utf-8", "replace")
+
+
+def _shorten(text: str) -> str:
+    return text if len(text) <= _SHOWN else f"{text[:_SHOWN]}... ({len(text)} characters)"
 
 
 def read_failure_list(path: Path) -> set[str]:
@@ -167,7 +222,7 @@ def run(
                     status, detail = FAIL, "passes but is in the failure list: remove it from the list"
                 elif status == FAIL:
                     status = KNOWN
-            report.results.append(Result(case.name, case.group, status, detail))
+            report.results.append(Result(case.name, case.group, status, detail, case.vector))
     for name in sorted(failure_list - seen):
         if selected is None or _format_of(name) in selected:
             report.results.append(Result(name, "failure list", FAIL, "no such test in the corpus: remove it from the list"))
@@ -182,6 +237,7 @@ def _parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--format", action="append", dest="formats", metavar="NAME", help="run only this format (repeatable)")
     parser.add_argument("--failure-list", type=Path, help="file of test names known to fail, one per line")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for each response (default 10)")
+    parser.add_argument("--verbose", action="store_true", help="print each failing vector's input bytes in hex")
     parser.add_argument("--corpus", type=Path, default=CORPUS_DIR, help=argparse.SUPPRESS)
     return parser
 
@@ -196,7 +252,7 @@ def run_command(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     failures = read_failure_list(args.failure_list) if args.failure_list else set()
     report = run(resolve_testee(args.testee), args.formats, failures, args.corpus, args.timeout)
     print(f"testee: {args.testee}", file=out)
-    report.write(out)
+    report.write(out, verbose=getattr(args, "verbose", False))
     out.flush()
     return 0 if report.ok else 1
 

@@ -58,8 +58,11 @@ class Corpus:
         self.version = version
         self.docs: dict[str, dict[str, Any]] = {}
 
-    def _add(self, name: str, description: str, data: bytes, expect: dict[str, Any], params: dict[str, Any] | None) -> None:
-        self._put(name, vector_document(name, description, data, expect, params))
+    def _add(
+        self, name: str, description: str, data: bytes, expect: dict[str, Any], params: dict[str, Any] | None,
+        rule: str | None = None,
+    ) -> None:
+        self._put(name, vector_document(name, description, data, expect, params, rule))
 
     def _put(self, name: str, doc: dict[str, Any]) -> None:
         if name in self.docs:
@@ -70,11 +73,16 @@ class Corpus:
         """A value every writer must refuse (``write-type``: wrong type; ``write-value``: breaks a rule)."""
         self._put(f"Write{name}", write_vector_document(f"Write{name}", description, value, kind))
 
-    def accept(self, name: str, description: str, piece: Piece, params: dict[str, Any] | None = None) -> None:
-        self._add(name, description, piece.data, {"accept": piece.value}, params)
+    def accept(
+        self, name: str, description: str, piece: Piece, params: dict[str, Any] | None = None, rule: str | None = None
+    ) -> None:
+        self._add(name, description, piece.data, {"accept": piece.value}, params, rule)
 
-    def reject(self, name: str, description: str, data: bytes, kind: str, params: dict[str, Any] | None = None) -> None:
-        self._add(name, description, data, {"reject": kind}, params)
+    def reject(
+        self, name: str, description: str, data: bytes, kind: str, params: dict[str, Any] | None = None,
+        rule: str | None = None,
+    ) -> None:
+        self._add(name, description, data, {"reject": kind}, params, rule)
 
     def either(self, name: str, description: str, data: bytes, outcomes: list[dict[str, Any]]) -> None:
         self._add(name, description, data, {"either": outcomes}, None)

@@ -16,6 +16,7 @@ import msgpack
 
 from ._filelib import DTYPES, PICKLE, SAFETENSORS, TORCH_ZIP, as_json, crc, header
 from ._vectorlib import Corpus, Piece, text, u32, u64
+from ._vectors_checkpoint_shard import one_reject_per_rule, typed_rejects
 
 MAGIC = b"\x89INRTMD\n"
 MAX_FQN_LEN = 1 << 16
@@ -109,8 +110,8 @@ def document_file_vectors(c: Corpus, magic: bytes, rep: Piece) -> None:
         c.reject(f"Version{version}", f"format_version {version}", header(magic, version) + rep.data[len(magic) + 2:],
                  "version")
     for cut in range(len(magic)):
-        c.either(f"TruncatedMagic{cut}", f"the first {cut} bytes of the magic", rep.data[:cut],
-                 [{"reject": "truncated"}, {"reject": "foreign-format"}])
+        c.reject(f"TruncatedMagic{cut}", f"the first {cut} bytes of the magic: not this format", rep.data[:cut],
+                 "foreign-format", rule="file.magic")
     for cut in range(len(magic), len(rep.data)):
         c.reject(f"Truncated{cut:04d}", f"the first {cut} of the {len(rep.data)} bytes of the representative file",
                  rep.data[:cut], "truncated")
@@ -163,8 +164,8 @@ def build() -> Corpus:
     def ok(name: str, what: str, edit: Any) -> None:
         c.accept(name, what, metadata_file(_variant(edit)))
 
-    def bad(name: str, what: str, edit: Any, kind: str) -> None:
-        c.reject(name, what, metadata_file(_variant(edit)).data, kind)
+    def bad(name: str, what: str, edit: Any, kind: str, rule: str | None = None) -> None:
+        c.reject(name, what, metadata_file(_variant(edit)).data, kind, rule=rule)
 
     empty: dict[str, Any] = {"dcp_version": None, "storage_meta": None, "planner_data": None,
                              "files": [], "tensors": [], "values": []}
@@ -217,6 +218,11 @@ def build() -> Corpus:
     bad("PlannerTrailing", "two planner documents where one belongs", lambda m: m.update(planner_raw=b"\x01\x02"),
         "trailing-bytes")
     bad("PlannerEmpty", "planner data of 0 bytes", lambda m: m.update(planner_raw=b""), "truncated")
+    for name, what, document, kind, rule in one_reject_per_rule():
+        bad(f"Planner{name}", f"planner data: {what}", lambda m, d=document: m.update(planner_raw=d), kind, rule)
+    for name, what, value, kind in typed_rejects():
+        raw = msgpack.packb(value, use_bin_type=True)
+        bad(f"Planner{name}", f"planner data: {what}", lambda m, d=raw: m.update(planner_raw=d), kind)
     bad("FqnBadUtf8", "an fqn that is not UTF-8", lambda m: m["tensors"][0].update(fqn=b"\xc3\x28"), "invalid-value")
     bad("ValueFqnBadUtf8", "a value fqn that is not UTF-8", lambda m: m["values"][0].update(fqn=b"\xc3\x28"),
         "invalid-value")
@@ -293,6 +299,13 @@ def build() -> Corpus:
                         ("Nul", "a\x00"), ("Newline", "a\n")):
         bad(f"FileName{label}", f"the file name {name!r}", lambda m, n=name: m["files"].append(n), "invalid-value")
     ok("FileNameDotsInside", "a file name with dots and dashes inside", lambda m: m["files"].append("a..b-c_d.e"))
+    bad("FileNameTwice", "one data file listed twice", lambda m: m["files"].append("__0_0.distcp"), "invalid-value",
+        "checkpoint-metadata.file-unique")
+    ok("FqnEmpty", "a value whose fqn is the empty string (a state dict key like any other)",
+       lambda m: m["values"][0].update(fqn=""))
+    ok("ChunkZeroSize", "a 0x3 tensor of one zero-size chunk, and a zero-size chunk at the end of a tensor",
+       lambda m: m["tensors"].extend([tensor("model.empty", [0, 3], [([0, 0], [0, 3])]),
+                                      tensor("model.tail", [4, 3], [([0, 0], [4, 3]), ([4, 0], [0, 3])])]))
 
     # Many values with fqns of one length (optimizer states, say): each entry is still checked on its own.
     def alike(count: int, length: int = 9) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ import msgpack
 from ._filelib import DTYPES, as_json, header
 from ._vectorlib import Corpus, Piece, text, u32, u64
 from ._vectors_checkpoint_metadata import code, column, document_file_vectors, sealed_file, utf8
+from ._vectors_checkpoint_shard import one_reject_per_rule, typed_rejects
 
 MAGIC = b"\x89INRTDM\n"
 #: Copied from spec/dump_manifest.py and spec/dump_shard.py on purpose.
@@ -111,8 +112,8 @@ def build() -> Corpus:
     def ok(name: str, what: str, edit: Callable[[dict[str, Any]], Any]) -> None:
         c.accept(name, what, manifest_file(variant(edit)))
 
-    def bad(name: str, what: str, edit: Callable[[dict[str, Any]], Any], kind: str) -> None:
-        c.reject(name, what, manifest_file(variant(edit)).data, kind)
+    def bad(name: str, what: str, edit: Callable[[dict[str, Any]], Any], kind: str, rule: str | None = None) -> None:
+        c.reject(name, what, manifest_file(variant(edit)).data, kind, rule=rule)
 
     empty: dict[str, Any] = {"partition_id": "", "fields": [], "keys": [], "shards": []}
     c.accept("Empty", "a dump of no rows", manifest_file(empty))
@@ -160,6 +161,11 @@ def build() -> Corpus:
         ("TagCut", "a tag list of 2 with 1 element present", b"\x92\x01", "truncated"),
     ):
         bad(name, what, set_in(lambda m: m["keys"][1], tag_raw=document), kind)
+    for name, what, document, kind, rule in one_reject_per_rule():
+        bad(f"Tag{name}", f"a tag: {what}", set_in(lambda m: m["keys"][1], tag_raw=document), kind, rule)
+    for name, what, value, kind in typed_rejects():
+        raw = msgpack.packb(value, use_bin_type=True)
+        bad(f"Tag{name}", f"a tag: {what}", set_in(lambda m: m["keys"][1], tag_raw=raw), kind)
 
     # Limits and counts beyond the input: a document cut after the declared count or length.
     fields_at = text(b"")

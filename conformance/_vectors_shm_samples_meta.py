@@ -264,11 +264,12 @@ def build() -> Corpus:
     c.reject("ItemsBeyondInput", "a tuple of 1000 items declared, none present", u64(1) + b"\x01" + u64(1000), "truncated")
     c.reject("ListItemsBeyondInput", "a list of 1000 items declared, none present", u64(1) + b"\x02" + u64(1000), "truncated")
     bad_first = u64(3) + b"\x07" + bytes(10)
-    c.either(
+    c.reject(
         "CountBeyondInputBadFirst",
-        "three samples declared, too few bytes for them, the first one of an unknown kind",
+        "three samples declared, too few bytes for them, the first one of an unknown kind: the count is checked first",
         bad_first,
-        [{"reject": "truncated"}, {"reject": "unknown-tag"}],
+        "truncated",
+        rule="grammar.truncated",
     )
 
     # A top-level array cut short: one sample declared, so the count fits what is left.

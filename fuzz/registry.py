@@ -300,7 +300,7 @@ _shape = st.lists(st.integers(0, 4), max_size=3)
 #: Inert's MessagePack value subset: scalars, bytes and bytearrays, complex numbers, lists, tuples, and
 #: maps whose keys are any hashable value of the subset.  Sets are left out: their writers encode members
 #: in iteration order, so equal sets can encode differently and ``encode(decode(b)) == b`` fails for them.
-_keys = st.one_of(st.text(max_size=4), st.integers(-3, 3), st.none(), st.tuples(st.integers(0, 2)))
+_keys = st.one_of(st.text(max_size=4), st.binary(max_size=4))  # the value subset's key types
 _scalars = st.one_of(
     st.none(), st.booleans(), st.integers(I64_MIN, U64_MAX), st.floats(), st.text(max_size=8), st.binary(max_size=8),
     st.binary(max_size=4).map(bytearray), st.complex_numbers(),
@@ -364,7 +364,8 @@ _body = _tensor() | st.fixed_dictionaries({"kind": st.just("VALUE"), "value": _v
 
 _checkpoint_record = st.fixed_dictionaries({"body": _body})
 _TENSOR_RECORD = {"body": {"kind": "TENSOR", "dtype": "FLOAT32", "shape": [2, 3], "data": bytes(range(24))}}
-_VALUE_RECORD = {"body": {"kind": "VALUE", "value": {"lr": 0.1, "betas": (0.9, 0.999), "step": 7, 3: {1 + 2j, frozenset({"a"})}}}}
+_VALUE = {"lr": 0.1, "betas": (0.9, 0.999), "step": 7, "s": {"a", b"b"}, b"k": (1 + 2j, frozenset({"a"}))}
+_VALUE_RECORD = {"body": {"kind": "VALUE", "value": _VALUE}}
 _FP8_RECORD = {"body": {"kind": "TENSOR", "dtype": "FLOAT8_E4M3FN", "shape": [4], "data": b"\x7f\xff\x00\x80"}}
 _BOOL_RECORD = {"body": {"kind": "TENSOR", "dtype": "BOOL", "shape": [], "data": b"\x01"}}
 

@@ -17,11 +17,13 @@ import os as _os
 
 from ._errors import (
     ChecksumError,
+    FileKindError,
     ForeignFormatError,
     HarnessError,
     InertError,
     InvalidValueError,
     LimitError,
+    StorageError,
     TrailingBytesError,
     TruncatedError,
     UnknownTagError,
@@ -51,8 +53,10 @@ __all__ = [
     "ChecksumError",
     "VersionError",
     "ForeignFormatError",
+    "FileKindError",
     "HarnessError",
     "WriteTypeError",
     "WriteValueError",
+    "StorageError",
     "__version__",
 ]

@@ -16,14 +16,21 @@ The tables follow how each allowed object pickles (``__reduce__`` in torch):
   ``torch._utils.torch.contiguous_format``;
 * ``collections.OrderedDict`` and ``pathlib`` paths (``StorageMeta.checkpoint_id``).
 
+It builds instances of those classes and nothing else: BUILD (set a state) only on
+a new instance of one of DCP's classes, SETITEM(S) only on a dict, APPEND(S) only on
+a list, so a pickle cannot change a class, a module or a shared object (replacing
+``pathlib.PurePath.__truediv__`` for the rest of the process, say).
+
 ``ALLOWED`` lists the names without importing torch, so ``inert inspect`` can
 say whether a legacy ``.metadata`` would pass.
 """
 
 from __future__ import annotations
 
+import collections
 import io
 import pickle
+import types
 from typing import Any
 
 __all__ = ["ALLOWED", "RefusedGlobal", "is_allowed", "load_legacy_metadata"]
@@ -102,10 +109,42 @@ def _table() -> dict[tuple[str, str], Any]:
     return table
 
 
-class _AllowlistUnpickler(pickle.Unpickler):
+def _instance_types(table: dict[tuple[str, str], Any]) -> frozenset[type]:
+    """The classes whose fresh instances may take a state (BUILD): DCP's dataclasses, not its enum."""
+    import enum
+
+    return frozenset(value for value in table.values()
+                     if isinstance(value, type) and not issubclass(value, enum.Enum)
+                     and value.__module__.startswith("torch.distributed."))
+
+
+def _what(value: Any) -> str:
+    if isinstance(value, type):
+        return f"the class {value.__module__}.{value.__qualname__}"
+    if isinstance(value, types.ModuleType):
+        return f"the module {value.__name__}"
+    return f"a {type(value).__module__}.{type(value).__qualname__}"
+
+
+#: The pure-Python unpickler: its opcodes are a table, each of which can be replaced (the C one's cannot).
+_PurePythonUnpickler: Any = pickle._Unpickler
+
+
+class _AllowlistUnpickler(_PurePythonUnpickler):
+    """The pure-Python unpickler, answering ``find_class`` from ``table``.
+
+    BUILD sets attributes of the object below it, SETITEM(S) and APPEND(S) call its item methods:
+    on a class, a module or a shared object such as a dtype or an enum member (both answered
+    by ``find_class``) that would change it for the whole process.  Only fresh instances of DCP's
+    classes take a state, only dicts take items, only lists take appends.
+    """
+
+    dispatch = dict(_PurePythonUnpickler.dispatch)
+
     def __init__(self, data: bytes, table: dict[tuple[str, str], Any]) -> None:
         super().__init__(io.BytesIO(data))
         self._table = table
+        self._instances = _instance_types(table)
 
     def find_class(self, module: str, name: str) -> Any:
         value = self._table.get((module, name))
@@ -115,6 +154,41 @@ class _AllowlistUnpickler(pickle.Unpickler):
 
     def persistent_load(self, pid: Any) -> Any:
         raise RefusedGlobal("uses a persistent id, which DCP's metadata never holds")
+
+    def _load_build(self) -> None:
+        state, target = self.stack[-1], self.stack[-2]
+        if type(target) not in self._instances:
+            raise RefusedGlobal(f"sets the state of {_what(target)}: only new instances of DCP's metadata classes take one")
+        if getattr(type(target), "__setstate__", None) is None:  # plain attributes: no slots, no dunder names
+            if not isinstance(state, dict) or any(type(k) is not str or k.startswith("__") for k in state):
+                raise RefusedGlobal(f"gives {_what(target)} a state that is not a dict of attribute names")
+        _PurePythonUnpickler.load_build(self)
+
+    def _items_target(self, target: Any, kinds: tuple[type, ...], opcode: str) -> None:
+        if type(target) not in kinds:
+            raise RefusedGlobal(f"{opcode} on {_what(target)}: only {' and '.join(k.__name__ for k in kinds)} take it")
+
+    def _load_setitem(self) -> None:
+        self._items_target(self.stack[-3], (dict, collections.OrderedDict), "SETITEM")
+        _PurePythonUnpickler.load_setitem(self)
+
+    def _load_setitems(self) -> None:
+        self._items_target(self.metastack[-1][-1], (dict, collections.OrderedDict), "SETITEMS")
+        _PurePythonUnpickler.load_setitems(self)
+
+    def _load_append(self) -> None:
+        self._items_target(self.stack[-2], (list,), "APPEND")
+        _PurePythonUnpickler.load_append(self)
+
+    def _load_appends(self) -> None:
+        self._items_target(self.metastack[-1][-1], (list,), "APPENDS")
+        _PurePythonUnpickler.load_appends(self)
+
+    dispatch[pickle.BUILD[0]] = _load_build
+    dispatch[pickle.SETITEM[0]] = _load_setitem
+    dispatch[pickle.SETITEMS[0]] = _load_setitems
+    dispatch[pickle.APPEND[0]] = _load_append
+    dispatch[pickle.APPENDS[0]] = _load_appends
 
 
 def load_legacy_metadata(data: bytes) -> Any:

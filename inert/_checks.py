@@ -31,6 +31,7 @@ __all__ = [
 ]
 
 _U64_MAX = (1 << 64) - 1
+_I64_MAX = (1 << 63) - 1
 #: Largest span of an array (see :func:`span`): numpy's limit, a signed 64-bit byte count.
 MAX_ARRAY_SPAN = (1 << 63) - 1
 
@@ -238,8 +239,19 @@ def _product(dims: list[int], itemsize: int) -> int | None:
     return None if total > _U64_MAX else total
 
 
+def _dims_fault(dims: list[int], field: str) -> tuple[str, str] | None:
+    """A dimension above 2**63 - 1, which torch and numpy (signed 64-bit sizes) cannot hold, even with no element."""
+    for index, dim in enumerate(dims):
+        if dim > _I64_MAX:
+            return f"{field}[{index}]", f"dimension {dim} exceeds 2**63 - 1"
+    return None
+
+
 def check_tensor_record(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str] | None:
-    """A tensor record holds exactly ``prod(shape) * itemsize`` bytes."""
+    """A tensor record holds exactly ``prod(shape) * itemsize`` bytes; no dimension exceeds 2**63 - 1."""
+    fault = _dims_fault(value["shape"], "shape")
+    if fault is not None:
+        return fault
     nbytes = _product(value["shape"], checkpoint_itemsize(value["dtype"]))
     if nbytes is None:
         return "shape", "element count times itemsize overflows 64 bits"
@@ -269,8 +281,12 @@ def check_compressed_record(value: dict[str, Any], ctx: dict[str, Any]) -> tuple
 
 
 def check_tensor_entry(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str] | None:
-    """A tensor entry's chunk columns agree in length, and every chunk lies inside the tensor."""
+    """A tensor entry's chunk columns agree in length, every chunk lies inside the tensor, and no dimension
+    exceeds 2**63 - 1."""
     size = value["size"]
+    fault = _dims_fault(size, "size")
+    if fault is not None:
+        return fault
     ndim = len(size)
     count = len(value["chunk_files"])
     for name in ("chunk_byte_offsets", "chunk_byte_lengths", "chunk_crcs"):
@@ -291,11 +307,17 @@ def check_tensor_entry(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str,
 
 
 def check_metadata(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str] | None:
-    """File names are plain names inside the checkpoint; file indices and fqns are valid."""
+    """File names are plain and listed once; fqns are unique; file indexes are in range."""
     files = value["files"]
     for index, name in enumerate(files):
         if not _FILE_NAME_RE.match(name) or name in (".", ".."):
             return f"files[{index}]", f"{name!r} is not a plain file name"
+    if len(set(files)) != len(files):  # str hashes are seeded: no input makes this slow
+        first: set[str] = set()
+        for index, name in enumerate(files):
+            if name in first:
+                return f"files[{index}]", f"{name!r} is listed twice"
+            first.add(name)
     count = len(files)
     seen: set[str] = set()
     for group in ("tensors", "values"):
@@ -327,6 +349,9 @@ def _check_dump_fields(fields: list[dict[str, Any]]) -> tuple[str, str] | None:
         if entry["name"] in names:
             return f"fields[{index}].name", f"{entry['name']!r} appears twice"
         names.add(entry["name"])
+        fault = _dims_fault(entry["layout"].get("shape") or [], f"fields[{index}].layout.shape")
+        if fault is not None:
+            return fault
     return None
 
 
@@ -349,6 +374,9 @@ def _check_dump_keys(keys: list[dict[str, Any]], fields: list[dict[str, Any]]) -
             if nested[field_index]:
                 if shapes >= len(entry["nested_shapes"]):
                     return f"keys[{index}].nested_shapes", "fewer shapes than nested fields"
+                fault = _dims_fault(entry["nested_shapes"][shapes], f"keys[{index}].nested_shapes[{shapes}]")
+                if fault is not None:
+                    return fault
                 if len(entry["nested_shapes"][shapes]) != ndims[field_index]:
                     dims = len(entry["nested_shapes"][shapes])
                     return f"keys[{index}].nested_shapes[{shapes}]", f"{dims} dims, the field has {ndims[field_index]}"
@@ -390,7 +418,8 @@ def _check_dump_shards(shards: list[dict[str, Any]], key_count: int) -> tuple[st
 
 
 def check_dump_manifest(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str] | None:
-    """Unique field names, keys and files; field indexes and nested shapes agree with the schema;
+    """Unique field names, keys and files; field indexes and nested shapes agree with the schema, no dimension
+    exceeds 2**63 - 1;
     every key in exactly one shard; records in file order without overlap."""
     return (
         _check_dump_fields(value["fields"])

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import stat
 import sys
 from collections.abc import Callable
 from types import ModuleType
@@ -17,6 +19,7 @@ from typing import Any, BinaryIO
 
 from inert._canonical import from_json, to_json
 from inert._errors import InertError, WriteTypeError, WriteValueError
+from inert._files import open_named, read_fd, read_stream
 
 __all__ = ["main"]
 
@@ -46,12 +49,31 @@ def _functions(name: str) -> tuple[ModuleType, Callable[..., Any], Callable[...,
     return module, getattr(module, f"decode_{part}"), getattr(module, f"encode_{part}")
 
 
-def _read_input(path: str) -> bytes:
+#: Most bytes read from standard input, a pipe or a device (which say nothing of their length); a regular
+#: file is read up to its format's own limit, checked against its size first.
+STREAM_MAX = 256 << 20
+
+
+def _read_input(path: str, format: str = "input", limit: int = STREAM_MAX) -> bytes:
+    """The bytes to decode: at most ``limit`` (then ``LimitError``), ``STREAM_MAX`` from a stream.
+
+    ``-`` is standard input; a path the user names may be a link (followed), a regular file, or a
+    FIFO or device read like standard input (``/dev/zero`` ends at the limit, not at MemoryError).
+    """
     if path == "-":
-        return sys.stdin.buffer.read()
+        return read_stream(sys.stdin.buffer, min(limit, STREAM_MAX), format, "<stdin>")
     try:
-        with open(path, "rb") as handle:
-            return handle.read()
+        mode = os.stat(path).st_mode
+        if stat.S_ISDIR(mode):
+            raise _Usage(f"{path}: is a directory")
+        if stat.S_ISREG(mode):
+            fd = open_named(path, format)
+            try:
+                return read_fd(fd, limit, format, path)
+            finally:
+                os.close(fd)
+        with open(path, "rb", buffering=0) as stream:  # a FIFO or a device, named on purpose
+            return read_stream(stream.fileno(), min(limit, STREAM_MAX), format, path)
     except OSError as exc:
         raise _Usage(f"{path}: {exc.strerror}") from None
 
@@ -83,7 +105,8 @@ def _cmd_formats(args: argparse.Namespace) -> int:
 
 def _cmd_decode(args: argparse.Namespace) -> int:
     module, reader, _ = _functions(args.format)
-    data = _read_input(args.path)
+    limit = args.max_size if args.max_size is not None else getattr(module, "MAX_SIZE", STREAM_MAX)
+    data = _read_input(args.path, module.FORMAT, max(limit, 0))
     # File formats read their version from the header: pass one only when asked to insist on it.
     version = {} if args.version is None else {"version": args.version}
     value = reader(data, **version, **_params(args, module, reader))

@@ -19,6 +19,8 @@ import time
 from collections.abc import Iterator
 from typing import TextIO
 
+from inert._files import open_path, read_fd
+
 __all__ = ["OK", "INVALID", "USAGE", "CommandError", "fail", "human_bytes", "Progress", "mapped", "read_head"]
 
 OK = 0
@@ -103,9 +105,23 @@ class Progress:
 
 
 @contextlib.contextmanager
-def mapped(path: str) -> Iterator[memoryview]:
-    """A read-only view of the whole file (an empty view for an empty file)."""
-    with open(path, "rb") as handle:
+def mapped(path: str, *, inside: bool = False, format: str = "file", limit: int = 1 << 63) -> Iterator[memoryview]:
+    """A read-only view of the whole file (an empty view for an empty file).
+
+    ``inside``: a file a directory's contents name (a ``.metadata``, a ``MANIFEST``), opened as
+    ``inert._files.open_in`` does and read into memory, at most ``limit`` bytes (``format``'s
+    ``LimitError`` beyond): a mapping of a file another process truncates is a SIGBUS.
+    Otherwise a file the user named (a link followed, a regular file only), mapped.
+    """
+    if inside:
+        fd = open_path(path, format, inside=True)
+        try:
+            data = read_fd(fd, limit, format, os.path.basename(path))
+        finally:
+            os.close(fd)
+        yield memoryview(data)
+        return
+    with os.fdopen(open_path(path, format, inside=False), "rb") as handle:
         size = os.fstat(handle.fileno()).st_size
         if size == 0:
             yield memoryview(b"")
@@ -120,6 +136,10 @@ def mapped(path: str) -> Iterator[memoryview]:
             pass
 
 
-def read_head(path: str, count: int = 16) -> bytes:
-    with open(path, "rb") as handle:
-        return handle.read(count)
+def read_head(path: str, count: int = 16, *, inside: bool = False) -> bytes:
+    """The first ``count`` bytes of a regular file (``inside``: as for ``mapped``)."""
+    fd = open_path(path, "file", inside=inside)
+    try:
+        return os.pread(fd, count, 0)
+    finally:
+        os.close(fd)

@@ -6,39 +6,23 @@ module holds what would otherwise be repeated in every one of them.
 
 from __future__ import annotations
 
-import io
 import operator
 import struct
 import zlib
 from typing import Any
 
-import msgpack
-
 from inert._checks import describe_foreign
 from inert._errors import (
-    ERROR_CLASSES,
     ForeignFormatError,
     InertError,
     InvalidValueError,
-    LimitError,
-    TrailingBytesError,
     TruncatedError,
     UnknownTagError,
     VersionError,
     WriteTypeError,
     WriteValueError,
 )
-from inert._value_types import (
-    TYPED_CODES,
-    ArrayValue,
-    DeviceValue,
-    DTypeValue,
-    ObjectValue,
-    SizeValue,
-    decode_typed,
-    encode_typed,
-)
-from inert._value_types import _Fault as TypedFault
+from inert._value_doc import pack_value, unpack_value
 
 __all__ = [
     "as_buffer",
@@ -266,170 +250,7 @@ def check_zero(fmt: str, buf: Any, off: int, size: int, path: str) -> None:
         raise InvalidValueError(fmt, off + bad, path, f"padding byte is {chunk[bad]}, not 0")
 
 
-# -- the MessagePack value subset ---------------------------------------------
-#
-# A value document holds None, bool, int (-2**63 .. 2**64-1), float, str, bytes,
-# list and dict (any keys the subset can hash), plus these extension codes.
-# Every other type, and every other extension code (including msgpack's -1
-# timestamp), is refused.
-
-
-EXT_TUPLE = 1  # payload: a MessagePack array
-EXT_COMPLEX = 2  # payload: real then imaginary part, two Float64l
-EXT_BYTEARRAY = 3  # payload: the raw bytes
-EXT_SET = 4  # payload: a MessagePack array
-EXT_FROZENSET = 5  # payload: a MessagePack array
-EXT_CODES = {EXT_TUPLE: "tuple", EXT_COMPLEX: "complex", EXT_BYTEARRAY: "bytearray", EXT_SET: "set", EXT_FROZENSET: "frozenset"}
-
-_COMPLEX = struct.Struct("<dd")
-#: Typed extensions without a document inside (a registered object's state is walked as a container).
-_TYPED_LEAVES = (io.BytesIO, ArrayValue, SizeValue, DTypeValue, DeviceValue)
-_EXT_OF: dict[type, int] = {tuple: EXT_TUPLE, set: EXT_SET, frozenset: EXT_FROZENSET}
-_SCALARS = (type(None), bool, int, float, str, bytes)
-_CONTAINERS = (list, tuple, set, frozenset)
-
-
-class _Unpack:
-    """One decode of a value document: limits, the extension hook and its nesting."""
-
-    def __init__(self, fmt: str, base: int, path: str, max_depth: int) -> None:
-        self.fmt, self.base, self.path, self.max_depth = fmt, base, path, max_depth
-        self.ext_depth = 0
-
-    def unpack(self, data: Any) -> Any:
-        n = len(data)
-        return msgpack.unpackb(
-            data, raw=False, strict_map_key=False, use_list=True, ext_hook=self.ext_hook,
-            max_str_len=n, max_bin_len=n, max_array_len=n, max_map_len=n, max_ext_len=n,
-        )
-
-    def ext_hook(self, code: int, payload: bytes) -> Any:
-        if code == EXT_COMPLEX:
-            if len(payload) != 16:
-                raise InvalidValueError(self.fmt, self.base, self.path, f"complex extension holds {len(payload)} bytes, not 16")
-            return complex(*_COMPLEX.unpack(payload))
-        if code == EXT_BYTEARRAY:
-            return bytearray(payload)
-        if code in (EXT_TUPLE, EXT_SET, EXT_FROZENSET):
-            items = self.nested(payload)
-            if not isinstance(items, list):
-                raise InvalidValueError(self.fmt, self.base, self.path, f"{EXT_CODES[code]} extension does not hold an array")
-            return tuple(items) if code == EXT_TUPLE else (set(items) if code == EXT_SET else frozenset(items))
-        if code in TYPED_CODES:
-            try:
-                return decode_typed(code, payload, self.nested)
-            except TypedFault as fault:
-                reason = f"{TYPED_CODES[code]} extension: {fault.reason}"
-                raise ERROR_CLASSES[fault.kind](self.fmt, self.base, self.path, reason) from None
-        raise UnknownTagError(self.fmt, self.base, self.path, f"unknown extension code {code}")
-
-    def nested(self, payload: bytes) -> Any:
-        """A document inside an extension: bound the Python recursion it causes."""
-        if self.ext_depth >= self.max_depth:
-            raise LimitError(self.fmt, self.base, self.path, f"nesting exceeds max_depth({self.max_depth})")
-        self.ext_depth += 1
-        try:
-            return self.unpack(payload)
-        finally:
-            self.ext_depth -= 1
-
-
-def _check_tree(fmt: str, base: int, path: str, value: Any, max_depth: int) -> None:
-    """Every node is of the subset and no deeper than ``max_depth`` (iterative: no recursion)."""
-    stack = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        kind = type(node)
-        if kind in _SCALARS or kind is complex or kind is bytearray or kind in _TYPED_LEAVES:
-            continue
-        if depth > max_depth:
-            raise LimitError(fmt, base, path, f"nesting exceeds max_depth({max_depth})")
-        if kind is ObjectValue:  # its state is a document of the subset too
-            stack.append((node.state, depth + 1))
-            continue
-        if kind is dict:
-            stack.extend((k, depth + 1) for k in node)
-            stack.extend((v, depth + 1) for v in node.values())
-        elif kind in _CONTAINERS:
-            stack.extend((v, depth + 1) for v in node)
-        else:  # msgpack's own extension types (the -1 timestamp)
-            raise UnknownTagError(fmt, base, path, f"value of type {kind.__name__} is outside the declared subset")
-
-
-def unpack_value(fmt: str, data: Any, base: int, path: str, max_depth: int) -> Any:
-    """Decode one value document; any fault is an ``InertError`` at offset ``base``."""
-    try:
-        value = _Unpack(fmt, base, path, max_depth).unpack(data)
-    except InertError:
-        raise
-    except msgpack.ExtraData:
-        raise TrailingBytesError(fmt, base, path, "bytes after the end of the value document") from None
-    except msgpack.OutOfData:
-        raise TruncatedError(fmt, base, path, "value document ends inside a value") from None
-    except msgpack.StackError:
-        raise LimitError(fmt, base, path, f"nesting exceeds max_depth({max_depth})") from None
-    except UnicodeDecodeError:
-        raise InvalidValueError(fmt, base, path, "invalid UTF-8 in a string") from None
-    except (ValueError, TypeError, OverflowError) as exc:  # FormatError, limits, unhashable keys
-        text = str(exc)
-        if "incomplete input" in text:
-            raise TruncatedError(fmt, base, path, "value document ends inside a value") from None
-        if "exceeds max_" in text:  # a count or length beyond the bytes present
-            raise LimitError(fmt, base, path, f"value document: {text[:120]}") from None
-        raise InvalidValueError(fmt, base, path, f"malformed value document: {text[:120]}") from None
-    _check_tree(fmt, base, path, value, max_depth)
-    return value
-
-
-def _item_path(path: str, key: Any) -> str:
-    return f"{path}[{key!r}]"
-
-
-def _prepare(fmt: str, path: str, value: Any, depth: int, max_depth: int) -> Any:
-    """``value`` checked against the subset, with the extension types wrapped for the packer."""
-    kind = type(value)
-    if kind in _SCALARS:
-        if kind is int and not -(1 << 63) <= value < (1 << 64):
-            raise WriteValueError(fmt, path, f"int {value} is outside the 64-bit range")
-        return value
-    if kind is complex:
-        return msgpack.ExtType(EXT_COMPLEX, _COMPLEX.pack(value.real, value.imag))
-    if kind is bytearray:
-        return msgpack.ExtType(EXT_BYTEARRAY, bytes(value))
-    if depth >= max_depth:
-        raise WriteValueError(fmt, path, f"nesting exceeds max_depth({max_depth})")
-    if kind is list:
-        return [_prepare(fmt, _item_path(path, i), v, depth + 1, max_depth) for i, v in enumerate(value)]
-    if kind is dict:
-        sub = depth + 1
-        return {
-            _prepare(fmt, f"{path}<key {k!r}>", k, sub, max_depth): _prepare(fmt, _item_path(path, k), v, sub, max_depth)
-            for k, v in value.items()
-        }
-    code = _EXT_OF.get(kind)
-    if code is None:
-        try:
-            typed = encode_typed(value, lambda inner: msgpack.packb(
-                _prepare(fmt, path, inner, depth + 1, max_depth), use_bin_type=True, strict_types=True))
-        except ValueError as exc:
-            if isinstance(exc, WriteValueError):
-                raise
-            raise WriteValueError(fmt, path, str(exc)) from None
-        if typed is None:
-            raise WriteTypeError(fmt, path, f"{kind.__module__}.{kind.__qualname__} is not in the value subset of this format")
-        return msgpack.ExtType(*typed)
-    items = [_prepare(fmt, _item_path(path, i), v, depth + 1, max_depth) for i, v in enumerate(value)]
-    if code != EXT_TUPLE:  # a set's members in the order of their encodings: equal sets, equal bytes
-        items.sort(key=lambda item: msgpack.packb(item, use_bin_type=True, strict_types=True))
-    return msgpack.ExtType(code, msgpack.packb(items, use_bin_type=True, strict_types=True))
-
-
-def pack_value(fmt: str, path: str, value: Any, max_len: int, max_depth: int) -> bytes:
-    """One value document; ``WriteTypeError`` names the type and path of a value outside the subset."""
-    data = msgpack.packb(_prepare(fmt, path, value, 0, max_depth), use_bin_type=True, strict_types=True)
-    if len(data) > max_len:
-        raise WriteValueError(fmt, path, f"value document of {len(data)} bytes exceeds max_len({max_len})")
-    return data
+# -- the MessagePack value subset: inert._value_doc ------------------------------------------------
 
 
 def for_version(fmt: str, table: dict[int, Any], version: int) -> Any:

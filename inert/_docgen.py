@@ -12,7 +12,9 @@ A grammar element this module does not know may describe itself with a
 
 from __future__ import annotations
 
+import dataclasses
 import html
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -21,8 +23,12 @@ from inert._errors import ERROR_CLASSES
 from inert.spec._grammar import (
     Array,
     Bool8,
+    Bytes,
+    Crc32,
     Format,
+    MsgPack,
     Optional,
+    Padding,
     Record,
     Recursive,
     Rule,
@@ -71,6 +77,16 @@ def _describe(con: Any) -> tuple[str, str, str]:
         return f"[{con.typename}](#{con.typename.lower()})", shown, ""
     if isinstance(con, Recursive):
         return f"[{con.target().typename}](#{con.target().typename.lower()}) (recursive)", shown, f"depth ≤ {con.max_depth}"
+    if isinstance(con, MsgPack):
+        return (f"MsgPack value document ({con.prefix.typename} byte length, then the document)", shown,
+                f"length ≤ {con.max_len}, depth ≤ {con.max_depth}; [value documents](#value-documents)")
+    if isinstance(con, Bytes):
+        pad = f", zero padding to a multiple of {con.align}" if con.align > 1 else ""
+        return f"Bytes ({con.prefix.typename} length{pad}, then the bytes)", shown, f"length ≤ {con.max_len}"
+    if isinstance(con, Crc32):
+        return "Crc32 (Int32ul)", "4", "CRC-32 of the record's bytes before it (`file.crc32`)"
+    if isinstance(con, Padding):
+        return "Padding", f"0..{con.align - 1}", f"zero bytes to the next multiple of {con.align} (from the buffer's start)"
     describe = getattr(con, "describe", None)
     if describe is not None:
         return tuple(describe())  # type: ignore[return-value]
@@ -108,8 +124,8 @@ def _rule_text(check: Rule | Validate) -> str:
     if isinstance(check, Rule):
         expr = repr(check.expr).replace("this['", "").replace("']", "")
         return f"`{check.field}`: {expr} — else “{check.reason}”"
-    doc = (check.check.__doc__ or check.check.__name__).strip().splitlines()[0]
-    return f"{doc} (`{check.check.__name__}`)"
+    doc = " ".join(line.strip() for line in (check.check.__doc__ or check.check.__name__).strip().splitlines())
+    return f"{doc} (`{check.check.__name__}`: the format's own [rules](#rules))"
 
 
 def _record_table(con: Record, lines: list[str]) -> None:
@@ -172,12 +188,61 @@ canonical JSON: object keys sorted, no insignificant white space, UTF-8.
 | non-finite float | `{"$float": "nan" / "inf" / "-inf"}` |
 | tuple, set, frozenset (value documents) | `{"$tuple": [...]}`, `{"$set": [...]}`, `{"$frozenset": [...]}` |
 | complex, bytearray (value documents) | `{"$complex": [real, imag]}`, `{"$bytearray": "<base64>"}` |
-| map with a key not a string, or starting with `$` | `{"$map": [[key, value], ...]}` |
+| map with a bin key, or a str key starting with `$` | `{"$map": [[key, value], ...]}` (a bin key as `{"$bytes": ...}`) |
 
-A set's members and a `$map`'s pairs are ordered by their canonical JSON text.
+A set's members and a `$map`'s pairs are ordered by their canonical JSON text.  Every extension
+value and every map has exactly this one spelling; the corpus accepts one of each
+(`ValueTuple`, `ValueComplex`, `ValueBytearray`, `ValueSet`, `ValueFrozenset`, `ValueMapBytesKey`,
+`ValueMapDollarKey` in the record corpora).
 
 Writers accept the same JSON back (`inert encode`): tags by name or value.
 """
+
+
+_RULES_PREAMBLE = """\
+## Rules
+
+A reader refuses the input at the first rule it breaks, with the rule's error kind
+(the [error catalogue](#error-catalogue)); a valid input breaks none.  Order: the
+fields are read in byte order, and each field's rules are checked as it is read: a
+length or count first against its limit (`limit`), then against the bytes present
+(`truncated`), then its value (UTF-8, a tag, a boolean, padding, a value document's
+own rules in byte order); a record's own rules (the format's rules at the end of this
+list) after its last field, in the order listed; a file's CRC-32 after the document
+it covers.  *field* is the path the error names (`[i]` an index, `*` any field of
+that element); *check* is the rule as an expression over the record's fields (or the
+named check of `inert/_checks.py`).  Each rule is pinned by refusing vectors of the
+corpus (see [the traceability table](traceability.md)).
+"""
+
+_VALUE_DOCUMENTS = """\
+### Value documents
+
+A `MsgPack` field holds one MessagePack document of Inert's value subset, in its
+one canonical encoding (rules `value.*` above; a writer writes exactly this form):
+nil, false, true; integers from -2<sup>63</sup> to 2<sup>64</sup>-1 in their shortest
+encoding; float64 (one NaN, `7ff8000000000000`); str (UTF-8), bin, array and map with
+every length in its shortest form; map keys and set members str or bin only, strictly
+increasing (every str before every bin, each by its bytes); and these extensions in
+their shortest ext form: 1 tuple, 4 set, 5 frozenset (the payload is one array of the
+members), 2 complex (two float64 little-endian: real, imaginary), 3 bytearray (the
+raw bytes).  Depth: a container at the top is at depth 1; every array, map, tuple,
+set or frozenset inside one adds 1.  Decoding a valid document costs time and memory
+linear in its size (a reader need hash nothing the input chose: keys are str or bin,
+and duplicates show as a key not above the one before it).
+"""
+
+
+def _rules_section(fmt: Format) -> str:
+    lines = [_RULES_PREAMBLE]
+    for number, rule in enumerate(fmt.rules(), 1):
+        field = {"*": "any", "": "the whole input"}.get(rule.field, " or ".join(f"`{f}`" for f in rule.field.split("|")))
+        lines.append(f"{number}. **`{rule.id}`** ({rule.kind}; field: {field}): {rule.sentence} "
+                     f"*Check:* `{rule.check}`.")
+    lines.append("")
+    if any(r.id.startswith("value.") for r in fmt.rules()):
+        lines.append(_VALUE_DOCUMENTS)
+    return "\n".join(lines)
 
 
 def _error_catalogue() -> str:
@@ -280,13 +345,79 @@ def _format_doc(fmt: Format) -> dict[str, str]:
         lines.append("")
         for con in _named_types(root):
             _type_section(con, lines)
+    lines.append(_rules_section(fmt))
     lines.append(_JSON_MAPPING)
     lines.append(_error_catalogue())
     files[f"{fmt.module_name}.md"] = "\n".join(lines)
     return files
 
 
+def _traceability(formats: dict[str, Format]) -> str:
+    """Rule to vectors, for every format: what pins each rule of the spec."""
+    from inert.conformance._trace import trace_corpus
+
+    trace = trace_corpus(formats=formats)
+    lines = [
+        "# Traceability: rules to vectors",
+        "",
+        "<!-- Generated by `inert gen` from the grammar in spec/ and the corpus in conformance/. Do not edit. -->",
+        "",
+        "For every format, every rule its readers enforce (numbered as on the format's page) and the",
+        "vectors that pin it: the refusing vectors are those whose refusal by Inert's generated readers",
+        "is this rule (by error kind, field and reason; every refusal of the corpus is exactly one rule,",
+        "and every rule has one, or `tests/test_rules.py` fails), the accepting ones those that name the",
+        "rule (the boundary a refusal sits next to).  A vector `Name` of folder `<format>/v<N>` is the",
+        "file `conformance/corpus/<format>/v<N>/Name.json`.",
+        "",
+    ]
+    if trace.untraced:
+        lines.append(f"**{len(trace.untraced)} refusals are traced to no single rule** (see `tests/test_rules.py`).")
+        lines.append("")
+    for fmt in formats.values():
+        lines.append(f"## `{fmt.name}`")
+        lines.append("")
+        lines.append("| # | rule | kind | refusing vectors | accepting vectors |")
+        lines.append("|---|---|---|---|---|")
+        for number, rule in enumerate(fmt.rules(), 1):
+            rejects = trace.rejects.get((fmt.name, rule.id), [])
+            accepts = trace.accepts.get((fmt.name, rule.id), [])
+            lines.append(f"| {number} | `{rule.id}` | {rule.kind} | {_vector_list(rejects)} | {_vector_list(accepts)} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _vector_list(names: list[str], shown: int = 4) -> str:
+    if not names:
+        return "—"
+    short = [name.removeprefix("Required.") for name in names]
+    text = ", ".join(f"`{name}`" for name in short[:shown])
+    return f"{len(names)}: {text}" + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
+def _counts(formats: dict[str, Format]) -> dict[str, tuple[int, int, int, int]]:
+    """(rules, accepting, refusing, write) vector counts of each format, parts included."""
+    from inert.conformance._corpus import load_corpus
+    from inert.conformance._trace import base_format
+
+    counts = {name: [len(fmt.rules()), 0, 0, 0] for name, fmt in formats.items()}
+    for vector in load_corpus():
+        row = counts[base_format(vector.format)]
+        row[3 if vector.value is not None else 1 if vector.accepted is not None else 2] += 1
+    return {name: (a, b, c, d) for name, (a, b, c, d) in counts.items()}
+
+
+def _rules_json(formats: dict[str, Format]) -> str:
+    """Every format's rules, in page order, as data for generators in other languages."""
+    data = {
+        fmt.name: [dataclasses.asdict(rule) | {"number": number} for number, rule in enumerate(fmt.rules(), 1)]
+        for fmt in formats.values()
+    }
+    return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+
+
 def _index(formats: dict[str, Format]) -> str:
+    counts = _counts(formats)
+    total = sum(b + c + d for _, b, c, d in counts.values())
     lines = [
         "# Inert format specification",
         "",
@@ -296,19 +427,31 @@ def _index(formats: dict[str, Format]) -> str:
         "See also [the compatibility policy](../compatibility.md), [adding a format version](../versioning.md),",
         "and [the conformance testee protocol](../../conformance/PROTOCOL.md) with [the implementers' guide](../conformance.md).",
         "",
-        "| format | versions | page |",
-        "|---|---|---|",
+        "Every rule a reader enforces is numbered on its format's page; [traceability.md](traceability.md)",
+        "gives the vectors that pin each one, and [rules.json](rules.json) the same rules as data.",
+        "",
+        "| format | versions | page | rules | vectors: accept | refuse | writers refuse |",
+        "|---|---|---|---|---|---|---|",
     ]
     for fmt in formats.values():
         versions = ", ".join(str(v) for v in sorted(fmt.versions))
-        lines.append(f"| `{fmt.name}` | {versions} | [{fmt.module_name}.md]({fmt.module_name}.md) |")
+        rules, accepts, rejects, writes = counts[fmt.name]
+        lines.append(f"| `{fmt.name}` | {versions} | [{fmt.module_name}.md]({fmt.module_name}.md) | {rules} | "
+                     f"{accepts} | {rejects} | {writes} |")
+    lines.append("")
+    lines.append(f"The corpus holds {total} vector files (a vector of a part, e.g. `checkpoint-shard.record`, "
+                 "counts for its format).")
     lines.append("")
     return "\n".join(lines)
 
 
 def outputs(formats: dict[str, Format], docs_dir: Path) -> dict[Path, str]:
     """Every generated documentation file, with its text."""
-    files = {docs_dir / "README.md": _index(formats)}
+    files = {
+        docs_dir / "README.md": _index(formats),
+        docs_dir / "traceability.md": _traceability(formats),
+        docs_dir / "rules.json": _rules_json(formats),
+    }
     for fmt in formats.values():
         for name, text in _format_doc(fmt).items():
             files[docs_dir / name] = text

@@ -23,9 +23,11 @@ __all__ = [
     "ChecksumError",
     "VersionError",
     "ForeignFormatError",
+    "FileKindError",
     "HarnessError",
     "WriteTypeError",
     "WriteValueError",
+    "StorageError",
     "ERROR_CLASSES",
 ]
 
@@ -123,6 +125,15 @@ class ForeignFormatError(InertError):
     kind = "foreign-format"
 
 
+class FileKindError(InertError):
+    """A file a reader was given is not a regular file inside its directory (a link, a FIFO, a device, ...).
+
+    Nothing of it was read: the message names the file and what it is, never its bytes.
+    """
+
+    kind = "file-kind"
+
+
 _W = TypeVar("_W", bound="_WriteErrorMixin")
 
 
@@ -155,6 +166,13 @@ class WriteValueError(_WriteErrorMixin, ValueError):
     """A value of the right type that breaks a limit or rule of the format."""
 
 
+class StorageError(OSError):
+    """A request to a storage backend (an object store through fsspec) failed: no bytes to judge, not bad bytes.
+
+    The message names the operation and the URL; the backend's own exception is the ``__cause__``.
+    """
+
+
 class HarnessError(RuntimeError):
     """The conformance harness itself is broken (a testee that does not answer, a bad corpus)."""
 
@@ -172,5 +190,6 @@ ERROR_CLASSES: dict[str, type[InertError]] = {
         ChecksumError,
         VersionError,
         ForeignFormatError,
+        FileKindError,
     )
 }

@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from inert._files import open_named, open_path
+
 __all__ = ["PickleScan", "scan_pickle", "looks_like_pickle", "inspect_pickle", "inspect_torch_zip",
            "inspect_safetensors", "MAX_PICKLE", "MAX_LISTED"]
 
@@ -143,16 +145,19 @@ def scan_pickle(data: bytes | memoryview, allowed: Callable[[str], bool] | None 
     return scan
 
 
-def _read_bounded(path: str, limit: int) -> tuple[bytes, bool]:
-    with open(path, "rb") as handle:
+def _read_bounded(path: str, limit: int, inside: bool) -> tuple[bytes, bool, int]:
+    """At most ``limit`` bytes of the file, whether it holds more, and its size."""
+    with os.fdopen(open_path(path, "pickle", inside=inside), "rb") as handle:
         data = handle.read(limit + 1)
-    return data[:limit], len(data) > limit
+        size = os.fstat(handle.fileno()).st_size
+    return data[:limit], len(data) > limit, size
 
 
-def inspect_pickle(path: str, allowed: Callable[[str], bool] | None = None) -> dict[str, Any]:
-    data, cut = _read_bounded(path, MAX_PICKLE)
+def inspect_pickle(path: str, allowed: Callable[[str], bool] | None = None, *, inside: bool = False) -> dict[str, Any]:
+    """``inside``: a file named by a directory's contents (``inert._files.open_in``), not by the user."""
+    data, cut, size = _read_bounded(path, MAX_PICKLE, inside)
     scan = scan_pickle(data, allowed)
-    result = {"format": "pickle", "path": path, "bytes": os.path.getsize(path), **scan.as_json()}
+    result = {"format": "pickle", "path": path, "bytes": size, **scan.as_json()}
     if allowed is not None:
         result["refused"] = scan.refused
     if cut:
@@ -160,46 +165,61 @@ def inspect_pickle(path: str, allowed: Callable[[str], bool] | None = None) -> d
     return result
 
 
-def _zip_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int) -> bytes | None:
-    if info.file_size > limit:
+def _zip_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int) -> tuple[bytes, bool] | None:
+    """At most ``limit`` bytes of a member, inflating no more than that, and whether it holds more
+    (None: its declared size is above ``MAX_PICKLE``).  The declared size may lie: the read is capped."""
+    if info.file_size > MAX_PICKLE:
         return None
     with archive.open(info) as member:
-        return member.read(limit)
+        data = member.read(limit + 1)
+    return data[:limit], len(data) > limit
+
+
+def _inflate_limit(info: zipfile.ZipInfo) -> int:
+    """Bytes of a member walked: a stored one whole (its bytes are in the file), a compressed one at most
+    its compressed size plus 256 KiB, so that walking costs what the file's own bytes allow (a zip bomb's
+    data.pkl inflates a thousandfold; torch.save stores its members)."""
+    if info.compress_type == zipfile.ZIP_STORED:
+        return min(MAX_PICKLE, info.compress_size)
+    return min(MAX_PICKLE, info.compress_size + (256 << 10))
 
 
 def inspect_torch_zip(path: str) -> dict[str, Any] | None:
     """A ``torch.save`` zip (an archive holding ``<name>/data.pkl``), or None for another zip."""
     try:
-        with zipfile.ZipFile(path) as archive:
+        with os.fdopen(open_named(path, "zip"), "rb") as handle, zipfile.ZipFile(handle) as archive:
             infos = archive.infolist()
             pkl = next((i for i in infos if i.filename == "data.pkl" or i.filename.endswith("/data.pkl")), None)
             if pkl is None:
                 return None
             prefix = pkl.filename[: -len("data.pkl")]
             storages = [i for i in infos if i.filename.startswith(prefix + "data/") and not i.is_dir()]
-            data = _zip_member(archive, pkl, MAX_PICKLE)
+            data = _zip_member(archive, pkl, _inflate_limit(pkl))
             result: dict[str, Any] = {
-                "format": "torch-save-zip", "path": path, "bytes": os.path.getsize(path), "entries": len(infos),
+                "format": "torch-save-zip", "path": path, "bytes": os.fstat(handle.fileno()).st_size,
+                "entries": len(infos),
                 "storages": len(storages), "storage_bytes": sum(i.file_size for i in storages),
             }
             version = next((i for i in infos if i.filename == prefix + ".data/version"), None)
             if version is not None:
                 text = _zip_member(archive, version, 64)
-                result["archive_version"] = None if text is None else text.decode("ascii", "replace").strip()
+                result["archive_version"] = None if text is None else text[0].decode("ascii", "replace").strip()
     except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, OSError, EOFError,
             ValueError, struct.error, zlib.error) as exc:  # RuntimeError: an encrypted member
         return {"format": "zip", "path": path, "bytes": os.path.getsize(path), "error": f"unreadable zip: {exc}"}
     if data is None:
         result["data_pkl"] = {"error": f"data.pkl of {pkl.file_size} bytes exceeds the {MAX_PICKLE}-byte limit"}
     else:
-        result["data_pkl"] = scan_pickle(data).as_json()
+        result["data_pkl"] = scan_pickle(data[0]).as_json()
+        if data[1]:
+            result["data_pkl"]["note"] = f"only the first {len(data[0])} bytes were walked"
     return result
 
 
 def inspect_safetensors(path: str) -> dict[str, Any] | None:
     """A safetensors file (8-byte little-endian header length, JSON header), or None if it is not one."""
-    size = os.path.getsize(path)
-    with open(path, "rb") as handle:
+    with os.fdopen(open_named(path, "safetensors"), "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
         head = handle.read(8)
         if len(head) < 8:
             return None

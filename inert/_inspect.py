@@ -26,6 +26,8 @@ from inert._checks import checkpoint_itemsize, describe_foreign
 from inert._cli_support import INVALID, OK, USAGE, CommandError, fail, human_bytes, mapped, read_head
 from inert._codec_runtime import read_file_header
 from inert._errors import InertError
+from inert._files import is_regular_in, open_named, read_fd
+from inert._objstore import is_url
 
 __all__ = ["add_parser", "run", "inspect_path", "METADATA_NAME", "MANIFEST_NAME", "directory_kind"]
 
@@ -98,21 +100,26 @@ def _shm_codecs() -> list[ModuleType]:
 
 def directory_kind(path: str) -> str:
     """``inert-checkpoint``, ``legacy-dcp-checkpoint``, ``dump`` or ``unknown``."""
+    # lexists: a MANIFEST that is a link or a FIFO still says "dump"; reading it refuses it by name.
     manifest = os.path.join(path, MANIFEST_NAME)
-    if os.path.isfile(manifest):
+    if os.path.lexists(manifest):
         return "dump"
     metadata = os.path.join(path, METADATA_NAME)
-    if not os.path.isfile(metadata):
+    if not os.path.lexists(metadata):
         ranks = sorted(n for n in os.listdir(path) if _RANK_METADATA.match(n))
         if not ranks:
             return "unknown"
         metadata = os.path.join(path, ranks[0])
-    if _foreign.looks_like_pickle(read_head(metadata)):
+    if _foreign.looks_like_pickle(read_head(metadata, inside=True)):
         return "legacy-dcp-checkpoint"
     return "inert-checkpoint"  # or a damaged one: decoding its .metadata says what is wrong
 
 
 def inspect_path(path: str) -> dict[str, Any]:
+    if is_url(path):
+        from inert._cli_urls import inspect_url
+
+        return inspect_url(path)
     if os.path.isdir(path):
         kind = directory_kind(path)
         if kind == "inert-checkpoint":
@@ -155,12 +162,15 @@ def _file(path: str) -> dict[str, Any]:
 
 def _shm_file(path: str) -> dict[str, Any] | None:
     """The shared-memory formats have no magic: a small file that decodes as one is named as it."""
-    if os.path.getsize(path) > 1 << 20:
-        return None
     from inert._canonical import to_json
 
-    with open(path, "rb") as handle:
-        data = handle.read()
+    fd = open_named(path, "file")
+    try:
+        if os.fstat(fd).st_size > 1 << 20:
+            return None
+        data = read_fd(fd, 1 << 20, "file", path)
+    finally:
+        os.close(fd)
     for module in _shm_codecs():
         try:
             value = module.decode(data)
@@ -172,20 +182,25 @@ def _shm_file(path: str) -> dict[str, Any] | None:
     return None
 
 
-def _inert_file(path: str, module: ModuleType) -> dict[str, Any]:
+def _inert_file(path: str, module: ModuleType, *, inside: bool = False) -> dict[str, Any]:
+    with mapped(path, inside=inside, format=module.FORMAT, limit=module.MAX_SIZE) as view:
+        return inert_view(view, module, path)
+
+
+def inert_view(view: Any, module: ModuleType, path: str) -> dict[str, Any]:
+    """The summary of the Inert file ``path`` whose bytes are ``view``."""
     fmt = module.FORMAT
-    with mapped(path) as view:
-        version = read_file_header(fmt, view, module.MAGIC, module.VERSIONS)
-        doc = module.decode(view)
-        base = {"format": fmt, "version": version, "path": path, "bytes": len(view)}
-        if fmt == "checkpoint-metadata":
-            return {**base, **_metadata_summary(doc)}
-        if fmt == "dump-manifest":
-            return {**base, **_manifest_summary(doc)}
-        if fmt == "checkpoint-shard":
-            return {**base, **_named_records(path, _shard_summary(doc))}
-        if fmt == "dump-shard":
-            return {**base, **_dump_shard_summary(doc)}
+    version = read_file_header(fmt, view, module.MAGIC, module.VERSIONS)
+    doc = module.decode(view)
+    base = {"format": fmt, "version": version, "path": path, "bytes": len(view)}
+    if fmt == "checkpoint-metadata":
+        return {**base, **_metadata_summary(doc)}
+    if fmt == "dump-manifest":
+        return {**base, **_manifest_summary(doc)}
+    if fmt == "checkpoint-shard":
+        return {**base, **_named_records(path, _shard_summary(doc))}
+    if fmt == "dump-shard":
+        return {**base, **_dump_shard_summary(doc)}
     return base  # pragma: no cover - every format with a magic is listed above
 
 
@@ -309,17 +324,22 @@ def _listing(path: str, names: list[str]) -> list[dict[str, Any]]:
     out = []
     for name in names:
         full = os.path.join(path, name)
-        out.append({"name": name, "bytes": os.path.getsize(full) if os.path.isfile(full) else None})
+        # lstat: a link is not followed, so its target's size is not shown (a link is as good as missing)
+        out.append({"name": name, "bytes": os.lstat(full).st_size if is_regular_in(path, name) else None})
     return out
 
 
 def _checkpoint_dir(path: str) -> dict[str, Any]:
     from inert.codecs import checkpoint_metadata as codec
 
-    name = METADATA_NAME if os.path.isfile(os.path.join(path, METADATA_NAME)) else sorted(
+    name = METADATA_NAME if os.path.lexists(os.path.join(path, METADATA_NAME)) else sorted(
         n for n in os.listdir(path) if _RANK_METADATA.match(n))[0]
-    meta = _inert_file(os.path.join(path, name), codec)
-    files = _listing(path, meta["files"])
+    meta = _inert_file(os.path.join(path, name), codec, inside=True)
+    return checkpoint_summary(path, name, meta, _listing(path, meta["files"]))
+
+
+def checkpoint_summary(path: str, name: str, meta: dict[str, Any], files: list[dict[str, Any]]) -> dict[str, Any]:
+    """A checkpoint's summary from its metadata's and the sizes of its ``files`` (None: missing)."""
     missing = [f["name"] for f in files if f["bytes"] is None]
     summary = {"format": "inert-checkpoint", "path": path, "metadata": {"file": name, "format": meta["format"],
                "version": meta["version"], "bytes": meta["bytes"]}, "dcp_version": meta["dcp_version"],
@@ -333,8 +353,12 @@ def _checkpoint_dir(path: str) -> dict[str, Any]:
 def _dump_dir(path: str) -> dict[str, Any]:
     from inert.codecs import dump_manifest as codec
 
-    meta = _inert_file(os.path.join(path, MANIFEST_NAME), codec)
-    files = _listing(path, [s["file"] for s in meta["shards"]])
+    meta = _inert_file(os.path.join(path, MANIFEST_NAME), codec, inside=True)
+    return dump_summary(path, meta, _listing(path, [s["file"] for s in meta["shards"]]))
+
+
+def dump_summary(path: str, meta: dict[str, Any], files: list[dict[str, Any]]) -> dict[str, Any]:
+    """A dump's summary from its manifest's and the sizes of its shard ``files`` (None: missing)."""
     for entry, shard in zip(files, meta["shards"], strict=True):
         entry.update(owner=shard["owner"], rows=shard["rows"])
     summary = {"format": "dump", "path": path, "manifest": {"format": meta["format"], "version": meta["version"],
@@ -347,7 +371,7 @@ def _dump_dir(path: str) -> dict[str, Any]:
 def _legacy_dir(path: str) -> dict[str, Any]:
     names = sorted(os.listdir(path))
     metadata = METADATA_NAME if METADATA_NAME in names else next(n for n in names if _RANK_METADATA.match(n))
-    scan = _foreign.inspect_pickle(os.path.join(path, metadata), is_allowed)
+    scan = _foreign.inspect_pickle(os.path.join(path, metadata), is_allowed, inside=True)
     refused = scan.pop("refused")
     data = [n for n in names if n.endswith(".distcp")]
     files = _listing(path, data)

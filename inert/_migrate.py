@@ -41,6 +41,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from inert._cli_support import INVALID, OK, USAGE, CommandError, Progress, fail, human_bytes
+from inert._errors import FileKindError
+from inert._files import open_in
 from inert._inspect import METADATA_NAME, directory_kind
 
 __all__ = ["add_parser", "run", "migrate", "Migration", "MAX_METADATA"]
@@ -136,7 +138,7 @@ def _check_dirs(src: str, dst: str) -> None:
     if kind != "legacy-dcp-checkpoint":
         what = {"inert-checkpoint": "already an Inert checkpoint", "dump": "an Inert dump"}.get(kind, "not a checkpoint")
         raise CommandError(f"{src} is {what}: migrate converts legacy pickle DCP checkpoints", INVALID)
-    if not os.path.isfile(os.path.join(src, METADATA_NAME)):
+    if not os.path.lexists(os.path.join(src, METADATA_NAME)):
         raise CommandError(f"{src} has only rank-local metadata (__N.metadata): not supported; "
                            "load it with each rank and save it again", INVALID)
     if os.path.exists(dst) and (not os.path.isdir(dst) or os.listdir(dst)):
@@ -148,8 +150,10 @@ def _read_metadata(src: str) -> Any:
 
     path = os.path.join(src, METADATA_NAME)
     try:
-        with open(path, "rb") as handle:
+        with os.fdopen(open_in(src, METADATA_NAME, "legacy-dcp-metadata"), "rb") as handle:
             data = handle.read(MAX_METADATA + 1)
+    except FileKindError as exc:
+        raise CommandError(f"{path}: {exc.reason}", INVALID) from None
     except OSError as exc:
         raise CommandError(f"{path}: {exc.strerror}") from None
     if len(data) > MAX_METADATA:
@@ -159,7 +163,7 @@ def _read_metadata(src: str) -> Any:
     except RefusedGlobal as exc:
         raise CommandError(f"{path}: refused by the allowlist: {exc}; nothing it names was run", INVALID) from None
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, KeyError, IndexError,
-            RecursionError, MemoryError) as exc:
+            RecursionError, MemoryError, RuntimeError) as exc:  # RuntimeError: TensorProperties' own checks
         raise CommandError(f"{path}: not a DCP Metadata pickle: {type(exc).__name__}: {exc}", INVALID) from None
 
 
@@ -184,9 +188,16 @@ def _check_metadata(src: str, metadata: Any) -> tuple[int, int, int]:
             raise CommandError(f"{key.fqn}: stream transforms {info.transform_descriptors} are not supported", INVALID)
         if name not in sizes:
             full = os.path.join(src, name)
-            if not os.path.isfile(full):
-                raise CommandError(f"{full}: missing: the metadata has records in it", INVALID)
-            sizes[name] = os.path.getsize(full)
+            try:  # a regular file inside src: no link followed, no FIFO that would block the load
+                fd = open_in(src, name, "legacy-dcp-checkpoint")
+            except FileNotFoundError:
+                raise CommandError(f"{full}: missing: the metadata has records in it", INVALID) from None
+            except FileKindError as exc:
+                raise CommandError(f"{full}: {exc.reason}", INVALID) from None
+            try:
+                sizes[name] = os.fstat(fd).st_size
+            finally:
+                os.close(fd)
         if not (isinstance(info.offset, int) and isinstance(info.length, int)
                 and 0 <= info.offset and 0 <= info.length and info.offset + info.length <= sizes[name]):
             raise CommandError(f"{key.fqn}: record at {info.offset} of {info.length} bytes lies outside {name}", INVALID)

@@ -32,7 +32,9 @@ from typing import Any
 
 from inert._cli_support import INVALID, OK, USAGE, CommandError, Progress, fail
 from inert._errors import InertError
+from inert._files import is_regular_in, open_in
 from inert._inspect import MANIFEST_NAME, METADATA_NAME, directory_kind
+from inert._objstore import is_url
 
 __all__ = ["add_parser", "run", "verify_path", "Report"]
 
@@ -128,6 +130,10 @@ def run(args: argparse.Namespace) -> int:
 
 def verify_path(path: str, *, keep_going: bool = False, threads: int = 2, show_progress: bool = True) -> Report:
     """Verify a checkpoint or dump directory, or one Inert file; problems are collected in the report."""
+    if is_url(path):
+        from inert._cli_urls import verify_url
+
+        return verify_url(path, threads=threads)
     if not os.path.exists(path):
         raise CommandError(f"{path}: no such file or directory", USAGE)
     if not os.path.isdir(path):
@@ -204,8 +210,8 @@ class _CheckpointCheck:
         if len(plans) == len(metadata_names):  # without the metadata, which files belong is unknown
             _stray(self.path, expected, self.problems)
         self.report.files = len(expected)
-        self.report.bytes = sum(os.path.getsize(os.path.join(self.path, n)) for n in expected
-                                if os.path.isfile(os.path.join(self.path, n)))
+        self.report.bytes = sum(os.lstat(os.path.join(self.path, n)).st_size for n in expected
+                                if is_regular_in(self.path, n))
         for reader, per_file in plans:
             self._check_files(reader, per_file)
 
@@ -264,13 +270,13 @@ class _CheckpointCheck:
         work: list[tuple[str, Any, Any]] = []
         for name, pairs in per_file.items():
             full = os.path.join(self.path, name)
-            if not os.path.isfile(full):
+            if not os.path.lexists(full):
                 self.problems.add(f"{full}: missing: the metadata has {len(pairs)} records in it")
                 continue
             before = len(self.report.problems)
             infos = [info for _, info in pairs]
             self.problems.guard("", partial(reader._check_placement, {name: infos}))
-            self.problems.guard("", partial(_check_shard_layout, full, name, infos))
+            self.problems.guard("", partial(_check_shard_layout, self.path, name, infos))
             if len(self.report.problems) > before:
                 continue  # a file laid out wrong: its records are not read at the offsets named
             work.extend((name, item, info) for item, info in sorted(pairs, key=lambda p: p[1].offset))
@@ -278,7 +284,9 @@ class _CheckpointCheck:
         total = sum(info.length for _, _, info in work)
         progress = Progress("verify", total) if self.show_progress else None
         buffers = _Buffers(keep=self.threads + 1)  # one per record in flight: memory is a few records
-        fds = {name: os.open(os.path.join(self.path, name), os.O_RDONLY) for name in {w[0] for w in work}}
+        fds: dict[str, int] = {}
+        for name in {w[0] for w in work}:  # each was opened (and refused if it is no regular file) above
+            fds[name] = open_in(self.path, name, "checkpoint-shard")
         records = self._records(reader, fds, work, buffers)
         try:
             for done, info in records:
@@ -347,7 +355,7 @@ def _size(values: list[int]) -> Any:
     return torch.Size(values)
 
 
-def _check_shard_layout(full: str, name: str, infos: list[Any]) -> None:
+def _check_shard_layout(directory: str, name: str, infos: list[Any]) -> None:
     """The file is its header, a count equal to the records the metadata names, and those records in order,
     each at the next multiple of 64, with zero padding between them and nothing after the last."""
     from inert._codec_runtime import read_file_header
@@ -356,7 +364,7 @@ def _check_shard_layout(full: str, name: str, infos: list[Any]) -> None:
     from inert.torch._writer import ALIGN
 
     fmt = shard.FORMAT
-    with open(full, "rb") as handle:
+    with os.fdopen(open_in(directory, name, fmt), "rb") as handle:
         size = os.fstat(handle.fileno()).st_size
         head = handle.read(shard.HEADER_SIZE + 4)
         try:
@@ -391,12 +399,13 @@ def _check_dump(path: str, problems: _Problems, show_progress: bool) -> None:
         return
     files = [s["file"] for s in manifest["shards"]]
     expected = {MANIFEST_NAME, *files}
-    missing = [f for f in files if not os.path.isfile(os.path.join(path, f))]
+    missing = [f for f in files if not os.path.lexists(os.path.join(path, f))]
     for name in missing:
         problems.add(f"{os.path.join(path, name)}: missing: the manifest places rows in it")
     _stray(path, expected, problems)
     report.files = len(expected) - len(missing)
-    report.bytes = sum(os.path.getsize(os.path.join(path, f)) for f in expected if f not in missing)
+    report.bytes = sum(os.lstat(os.path.join(path, f)).st_size for f in expected
+                       if f not in missing and is_regular_in(path, f))
     if missing:
         return
     opened = problems.guard("", lambda: DumpReader(path))

@@ -53,6 +53,7 @@ except ImportError as exc:  # pragma: no cover - exercised in an environment wit
     raise ImportError(f"inert.transferqueue needs TransferQueue: pip install transferqueue==0.1.11 ({exc})") from exc
 
 from inert._errors import InvalidValueError
+from inert._objstore import is_url
 from inert.dump import DENSE, NESTED, VALUE, FieldSpec, Row, dump, open_dump
 
 __all__ = ["dump_data_by_key", "load_data_by_key", "SchemaConflictError"]
@@ -130,6 +131,7 @@ def dump_data_by_key(
     *,
     owners: int | None = None,
     fields: Sequence[str] | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> dict[str, int]:
     """Save ``keys`` of ``partition_id`` (all their produced fields and their tags) into the new directory ``dump_dir``.
 
@@ -138,11 +140,13 @@ def dump_data_by_key(
     knows every field name of the partition passes ``fields=`` and the lookups
     take two round trips plus one per field (a field it leaves out that only some keys
     have is not saved).  Returns ``{"keys", "rows_with_data", "shards", "bytes"}``.
+    ``dump_dir`` may be a URL (``s3://bucket/rollout``; ``storage_options`` for its filesystem),
+    published by ``inert.dump`` without rename.
     """
     keys = list(keys)
     if len(set(keys)) != len(keys) or not all(isinstance(k, str) for k in keys):
         raise ValueError("keys must be distinct strings")
-    if os.path.lexists(dump_dir):
+    if not is_url(dump_dir) and os.path.lexists(dump_dir):  # a URL's MANIFEST is checked by dump()
         raise FileExistsError(f"{os.fspath(dump_dir)}: a dump (or another file) is already there; choose a new directory")
     client = _client()
     if not keys:
@@ -163,7 +167,8 @@ def dump_data_by_key(
             for position, value in zip(positions, _column_rows(data[name], len(positions)), strict=True):
                 values[position][name] = value
     rows = [Row(key, index, row_fields, tag) for key, (index, _, tag), row_fields in zip(keys, described, values, strict=True)]
-    report = dump(rows, dump_dir, partition_id=partition_id, owners=owners or _storage_units(client))
+    report = dump(rows, dump_dir, partition_id=partition_id, owners=owners or _storage_units(client),
+                  storage_options=storage_options)
     return {"keys": report.keys, "rows_with_data": report.rows_with_data, "shards": report.shards, "bytes": report.bytes}
 
 
@@ -207,7 +212,8 @@ def _batch(rows: list[Row], names: tuple[str, ...], schema: dict[str, FieldSpec]
     return TensorDict(columns, batch_size=len(rows))
 
 
-def load_data_by_key(dump_dir: str | os.PathLike[str], *, batch_rows: int = 128, readers: int = 4) -> dict[str, Any]:
+def load_data_by_key(dump_dir: str | os.PathLike[str], *, batch_rows: int = 128, readers: int = 4,
+                     storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Merge the rows of ``dump_dir`` into the running TransferQueue; return ``{key: dumped tag}``.
 
     The partition comes from the dump.  Raises an :class:`inert.InertError` for
@@ -215,7 +221,7 @@ def load_data_by_key(dump_dir: str | os.PathLike[str], *, batch_rows: int = 128,
     destination partition holds differently, both before any key is registered.
     """
     client = _client()
-    with open_dump(dump_dir) as reader:
+    with open_dump(dump_dir, storage_options=storage_options) as reader:
         partition_id = reader.partition_id
         schema = {spec.name: spec for spec in reader.schema}
         for info in reader.keys:

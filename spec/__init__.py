@@ -15,12 +15,11 @@ except ImportError as exc:  # pragma: no cover - exercised by the missing-extra 
 from . import checkpoint_metadata, checkpoint_shard, dump_manifest, dump_shard, shm_descriptor, shm_message, shm_samples_meta
 from ._grammar import Format
 
+_MODULES = (checkpoint_metadata, checkpoint_shard, dump_manifest, dump_shard, shm_message, shm_samples_meta, shm_descriptor)
+for _module in _MODULES:
+    _module.FORMAT.declared = tuple(getattr(_module, "RULES", ()))
+
 #: Every format, by name, in the order the documentation lists them.
-FORMATS: dict[str, Format] = {
-    module.FORMAT.name: module.FORMAT
-    for module in (
-        checkpoint_metadata, checkpoint_shard, dump_manifest, dump_shard, shm_message, shm_samples_meta, shm_descriptor
-    )
-}
+FORMATS: dict[str, Format] = {module.FORMAT.name: module.FORMAT for module in _MODULES}
 
 __all__ = ["FORMATS", "Format"]

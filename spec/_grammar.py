@@ -44,6 +44,7 @@ from inert._errors import (
     WriteTypeError,
     WriteValueError,
 )
+from inert._rules import ELEMENT_RULES, FILE_RULES, VALUE_RULES, SpecRule
 
 __all__ = [
     "Scalar",
@@ -579,14 +580,12 @@ class Crc32(Construct):  # type: ignore[misc]
 class MsgPack(Construct):  # type: ignore[misc]
     """A byte length (``prefix``) then one MessagePack value document of Inert's value subset.
 
-    The subset: None, bool, int (-2**63 .. 2**64-1), float, str, bytes, list,
-    dict (keys of the subset that hash: str, int, tuple, ...), and the extension
-    codes 1 tuple, 2 complex, 3 bytearray, 4 set, 5 frozenset (see
-    :mod:`inert._codec_runtime`) and the typed codes 6 to 12 (BytesIO, array,
-    array scalar, torch.Size, torch.dtype, torch.device, registered object: see
-    :mod:`inert._value_types`).  Any other extension code is an
-    :class:`UnknownTagError`; the document is at most ``max_len`` bytes and
-    ``max_depth`` containers deep (checked by Inert, well below msgpack's own 1024).
+    The subset and its one canonical encoding are :mod:`inert._value_doc`'s (the
+    rules ``value.*`` of :mod:`inert._rules`): None, bool, int (-2**63 .. 2**64-1),
+    float, str, bytes, list, dict (keys str or bytes), the extension codes
+    1 tuple, 2 complex, 3 bytearray, 4 set, 5 frozenset, and the typed codes 6 to
+    12 (:mod:`inert._value_types`).  The document is at most ``max_len`` bytes and
+    ``max_depth`` containers deep.
     """
 
     def __init__(self, prefix: Scalar, max_len: int, max_depth: int) -> None:
@@ -668,6 +667,29 @@ class Format:
         self.magic = magic
         self.max_size = max_size
         self.parts = parts or {}
+        #: The format's own rules (its module's ``RULES``; set by ``inert.spec``).
+        self.declared: tuple[SpecRule, ...] = ()
+
+    def rules(self) -> tuple[SpecRule, ...]:
+        """Every rule a reader of this format enforces, in the order the spec page numbers them: the rules
+        of the grammar elements its versions use, the file rules (a format with a magic), the value
+        document rules (one with a ``MsgPack`` field), then its own ``RULES`` (``declared``)."""
+        used: set[str] = set()
+        for table in (self.versions, *self.parts.values()):
+            for con in table.values():
+                _element_names(con, used)
+        rules = [*ELEMENT_RULES["any"]]
+        for element, element_rules in ELEMENT_RULES.items():
+            if element in used:
+                rules.extend(element_rules)
+        if self.magic is not None:
+            rules.extend(r for r in FILE_RULES if r.id != "file.crc32")
+        if "Crc32" in used:
+            rules.extend(r for r in FILE_RULES if r.id == "file.crc32")
+        if "MsgPack" in used:
+            rules.extend(VALUE_RULES)
+        rules.extend(self.declared)
+        return tuple(rules)
 
     @property
     def header_size(self) -> int:
@@ -681,6 +703,35 @@ class Format:
     @property
     def module_name(self) -> str:
         return self.name.replace("-", "_")
+
+
+def _element_names(con: Any, used: set[str], _seen: set[int] | None = None) -> None:
+    """Add the names of the grammar elements ``con`` uses to ``used`` (an optional's flag is a Bool8,
+    an aligned Bytes has Padding)."""
+    seen = set() if _seen is None else _seen
+    if id(con) in seen:
+        return
+    seen.add(id(con))
+    used.add(type(con).__name__)
+    if isinstance(con, Tag):
+        used.add("Tag")
+    elif isinstance(con, Optional):
+        used.add("Bool8")
+        _element_names(con.element, used, seen)
+    elif isinstance(con, Array):
+        _element_names(con.element, used, seen)
+    elif isinstance(con, Bytes) and con.align > 1:
+        used.add("Padding")
+    elif isinstance(con, Record):
+        for _, sub in con.fields:
+            _element_names(sub, used, seen)
+    elif isinstance(con, Union):
+        used.add("Tag")
+        for case in con.cases.values():
+            if case is not None:
+                _element_names(case, used, seen)
+    elif isinstance(con, Recursive):
+        _element_names(con.target(), used, seen)
 
 
 class _Params:

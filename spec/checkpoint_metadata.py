@@ -10,7 +10,8 @@ may set a lower limit); value documents nest at most 64 levels.
 * ``planner_data``: the planner's value (a MessagePack document of Inert's
   value subset; the default planner stores ``{fqn: (key, key, ...)}``).
 * ``files``: the data files, plain names inside the checkpoint directory
-  (no separators, no ``..``); entries refer to them by index.
+  (rule ``checkpoint-metadata.file-name`` gives the characters); entries
+  refer to them by index.
 * ``tensors``: per tensor its fqn, ``TensorProperties`` (dtype, layout,
   memory format, requires_grad, pin_memory), size, and its chunks as
   columns: chunk offsets and sizes (``ndim`` values per chunk, flattened), and
@@ -20,14 +21,16 @@ may set a lower limit); value documents nest at most 64 levels.
 * ``values``: per non-tensor entry its fqn and the location and CRC-32 of
   its record.
 
-Every chunk must lie inside its tensor; fqns are unique.  Whether records lie
-inside their files and overlap is checked by the storage reader, which knows
-the file sizes.
+Every chunk must lie inside its tensor; fqns are unique (rules
+``checkpoint-metadata.*``).  Whether records lie inside their files and overlap
+is checked by the storage reader, which knows the file sizes, before it reads
+a record.
 """
 
 import enum
 
 from inert._checks import check_metadata, check_tensor_entry
+from inert._rules import FILE_NAME_SENTENCE, SpecRule
 
 from ._grammar import Array, Bool8, Crc32, Format, Int8ul, Int32ul, Int64ul, MsgPack, Optional, Record, Tag, Utf8, Validate
 from .checkpoint_shard import DType
@@ -115,4 +118,31 @@ FORMAT = Format(
     params=("verify_checksums",),
     magic=MAGIC,
     max_size=MAX_SIZE,
+)
+
+#: The rules of the metadata beyond its fields' own (checked after each entry and after the document, in this order).
+RULES = (
+    SpecRule("checkpoint-metadata.chunk-columns", "A tensor's chunk_files column gives its number of chunks; "
+             "chunk_byte_offsets, chunk_byte_lengths and chunk_crcs hold one value per chunk, chunk_offsets and "
+             "chunk_sizes ndim values per chunk (ndim: the length of size).", "invalid-value",
+             "tensors[i].chunk_byte_offsets|tensors[i].chunk_byte_lengths|tensors[i].chunk_crcs|"
+             "tensors[i].chunk_offsets|tensors[i].chunk_sizes",
+             "len(chunk_byte_offsets) == len(chunk_byte_lengths) == len(chunk_crcs) == len(chunk_files) and "
+             "len(chunk_offsets) == len(chunk_sizes) == len(chunk_files) * len(size)", r"^\d+ values, \d+ chunks"),
+    SpecRule("checkpoint-metadata.size-overflow", "The product of a tensor's size is below 2**64.",
+             "invalid-value", "tensors[i].size", "prod(size) < 2**64", r"^element count overflows 64 bits"),
+    SpecRule("checkpoint-metadata.chunk-inside", "Every chunk lies inside its tensor: in every dim, the chunk's "
+             "offset plus its size is at most the tensor's size.", "invalid-value", "tensors[i].chunk_sizes",
+             "all(chunk_offsets[c * ndim + d] + chunk_sizes[c * ndim + d] <= size[d])", r"^a chunk ends beyond size"),
+    SpecRule("checkpoint-metadata.file-name", "A data file name is " + FILE_NAME_SENTENCE + ".",
+             "invalid-value", "files[i]", "re.fullmatch('[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}', name)",
+             r"is not a plain file name$"),
+    SpecRule("checkpoint-metadata.file-unique", "A data file name appears once in files.", "invalid-value",
+             "files[i]", "len(set(files)) == len(files)", r"is listed twice$"),
+    SpecRule("checkpoint-metadata.fqn-unique", "An fqn appears once among all tensors and values (tensors first, "
+             "then values, in order: the second occurrence is reported).", "invalid-value",
+             "tensors[i].fqn|values[i].fqn", "len(set(fqns)) == len(fqns)", r"appears twice$"),
+    SpecRule("checkpoint-metadata.file-index", "Every chunk's and every value's file index is below the number "
+             "of files.", "invalid-value", "tensors[i]|values[i]", "max(chunk_files + [file]) < len(files)",
+             r"^file index \d+ is not below the \d+ files"),
 )

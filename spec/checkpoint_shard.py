@@ -18,16 +18,14 @@ before it (the kind, the header, the padding and the payload):
 * a value: one MessagePack document of Inert's value subset, at most 64 MiB
   and 64 levels deep.
 
-The value subset: nil, bool, int (-2**63 to 2**64-1), float, str (UTF-8),
-bin, array, and map (keys of the subset that hash: str, int, a tuple, ...),
-plus these extension types; any other extension code (msgpack's timestamp -1
-included) is an unknown tag:
+The value subset and its one canonical encoding are the rules ``value.*``
+below: nil, bool, int (-2**63 to 2**64-1, shortest encoding), float64, str
+(UTF-8), bin, array, and map (keys str or bin, strictly increasing), plus the
+extension types 1 tuple, 4 set, 5 frozenset (an array of the members; a set's
+members str or bin, strictly increasing), 2 complex (two ``Float64l``) and
+3 bytearray, and the typed extension types below; any other extension code
+(msgpack's timestamp -1 included) is an unknown tag.  The typed types:
 
-* 1 tuple, 4 set, 5 frozenset: the payload is one document holding an array
-  of the members.  A writer orders a set's members by their encoded bytes,
-  so equal sets encode to equal bytes.
-* 2 complex: the real then the imaginary part, two ``Float64l`` (16 bytes).
-* 3 bytearray: the raw bytes.
 * 6 BytesIO (an in-memory file): its bytes.
 * 7 array (a numpy array): ``dtype`` (``Int8ul``, a ``DType`` numpy has: not
   BFLOAT16 nor the FLOAT8 types), ``ndim`` (``Int8ul``, at most 64), ``ndim``
@@ -42,8 +40,7 @@ included) is an unknown tag:
   of 1 to 256 bytes, ``state`` a value of the subset.  The name is only a key
   into the reading program's own registry of classes: nothing is imported.
 
-An array, an array scalar, or a registered object whose state is not
-hashable, is not a map key nor a set member (an invalid value).
+None of them is a map key nor a set member (only str and bin are).
 
 Version 2 adds compressed records (written when a save asks for
 compression: ``_extensions=[ZStandard()]``).  A record's body may also be
@@ -76,6 +73,7 @@ has thousands of tiny records (the ``step`` scalars).
 import enum
 
 from inert._checks import check_compressed_record, check_tensor_record
+from inert._rules import SpecRule
 
 from ._grammar import Array, Bytes, Crc32, Format, Int8ul, Int32ul, Int64ul, MsgPack, Padding, Record, Tag, Union, Validate
 
@@ -180,4 +178,27 @@ FORMAT = Format(
     magic=MAGIC,
     # "inflated": what a version 2 ZSTD body inflates to, a version 1 body (decode_inflated).
     parts={"record": {1: ShardRecordV1, 2: ShardRecordV2}, "inflated": {2: RecordBody}},
+)
+
+#: The rules of a tensor record beyond its fields' own (checked after the record's fields, in this order);
+#: dump-shard's row fields hold the same records.
+TENSOR_RULES = (
+    SpecRule("tensor.shape-overflow", "The element count times the itemsize (the product of shape and the "
+             "dtype's bytes: 1 for BOOL, the 8-bit ints and floats; 2 for 16-bit; 4 for 32-bit and 8 for 64-bit "
+             "types and COMPLEX64; 16 for COMPLEX128) is below 2**64; a zero-size tensor passes whatever its other "
+             "dims.", "invalid-value", "shape", "prod(shape) * itemsize(dtype) < 2**64",
+             r"^element count times itemsize overflows 64 bits"),
+    SpecRule("tensor.length", "The payload holds exactly prod(shape) * itemsize(dtype) bytes (a 0-d tensor one "
+             "element).", "invalid-value", "data", "len(data) == prod(shape) * itemsize(dtype)",
+             r"bytes present, shape and dtype give"),
+    SpecRule("tensor.bool-elements", "Every element of a BOOL tensor is the byte 0 or 1.", "invalid-value",
+             "data", "dtype != BOOL or all(b in (0, 1) for b in data)", r"^a boolean byte other than 0 and 1"),
+)
+
+#: Version 2 adds the rule of a compressed body.
+RULES = (
+    *TENSOR_RULES,
+    SpecRule("checkpoint-shard.inflated-length", "A ZSTD body (version 2) declares an inflated_length from 6 (the shortest "
+             "body) to MAX_INFLATED (2**48 + 1024), checked before anything is inflated.", "invalid-value",
+             "inflated_length", "6 <= inflated_length <= MAX_INFLATED", r"^\d+ outside \d+\.\.\d+$"),
 )

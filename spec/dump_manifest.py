@@ -18,14 +18,18 @@ at most 4 GiB (a reader may set a lower limit).
   the owner that wrote it, and its rows as columns: the index of each row in
   ``keys``, and the byte offset and length of its ``dump-shard`` record.
 
-Cross references (indexes in range, every key in exactly one shard, unique
-keys, field names and file names, nested shapes matching the schema) are
-checked by the loader, which also checks that records lie inside their files.
+The cross references (unique field names, keys and shard file names, field
+indexes in range and ascending, nested shapes matching the schema, every key
+in exactly one shard, records packed in file order) are rules of the format:
+the decoder checks them after the document (rules ``dump-manifest.*``).  Only
+whether each record lies inside its file, whose size the manifest does not
+carry, is left to the loader, which checks it before reading any record.
 """
 
 import enum
 
 from inert._checks import check_dump_manifest
+from inert._rules import FILE_NAME_SENTENCE, SpecRule
 
 from ._grammar import Array, Crc32, Format, Int8ul, Int32ul, Int64ul, MsgPack, Record, Tag, Union, Utf8, Validate
 from .checkpoint_shard import MAX_NDIM, MAX_VALUE_DEPTH, DType
@@ -102,4 +106,44 @@ FORMAT = Format(
     params=("verify_checksums",),
     magic=MAGIC,
     max_size=MAX_SIZE,
+)
+
+#: The cross references of the manifest, checked by the decoder after the whole document (fields, then keys,
+#: then shards, each in order: the first broken rule is reported).
+RULES = (
+    SpecRule("dump-manifest.field-name-unique", "A field name appears once in fields.", "invalid-value",
+             "fields[i].name", "len(set(names)) == len(names)", r"appears twice$"),
+    SpecRule("dump-manifest.key-unique", "A key appears once in keys.", "invalid-value", "keys[i].key",
+             "len(set(keys)) == len(keys)", r"appears twice$"),
+    SpecRule("dump-manifest.field-index", "A key's fields are indexes into fields, strictly ascending.",
+             "invalid-value", "keys[i].fields[i]", "all(a < b for a, b in pairs(fields)) and max(fields) < len(schema)",
+             r"is not ascending below"),
+    SpecRule("dump-manifest.nested-shapes", "A key holds one nested shape per field of its fields that is NESTED, "
+             "in the same order, each with the field's ndim dims (and so at most 64).", "invalid-value",
+             "keys[i].nested_shapes|keys[i].nested_shapes[i]",
+             "[len(s) for s in nested_shapes] == [schema[f].ndim for f in fields if schema[f].kind == NESTED]",
+             r"fewer shapes than nested fields|dims, the field has|shapes for \d+ nested fields"),
+    SpecRule("dump-manifest.shard-file-name", "A shard file name is " + FILE_NAME_SENTENCE + ", and not `MANIFEST`.",
+             "invalid-value", "shards[i].file",
+             "re.fullmatch('[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}', file) and file != 'MANIFEST'",
+             r"is not a plain shard file name$"),
+    SpecRule("dump-manifest.shard-file-unique", "A shard file name appears once in shards.", "invalid-value",
+             "shards[i].file", "len(set(files)) == len(files)", r"appears twice$"),
+    SpecRule("dump-manifest.shard-columns", "A shard's rows, offsets and lengths columns are equally long.",
+             "invalid-value", "shards[i]", "len(rows) == len(offsets) == len(lengths)", r"rows, \d+ offsets and"),
+    SpecRule("dump-manifest.row-index", "A shard's row is an index into keys.", "invalid-value",
+             "shards[i].rows[i]", "row < len(keys)", r"is not below the \d+ keys$"),
+    SpecRule("dump-manifest.row-once", "No row is stored twice (in one shard or in two).", "invalid-value",
+             "shards[i].rows[i]", "rows of all shards are distinct", r"is stored twice$"),
+    SpecRule("dump-manifest.record-placement", "A shard's records are listed in file order and packed: the "
+             "first at offset 64 (the shard header, row count and padding), each next one at the first multiple "
+             "of 64 at or after the end (offset + length) of the one before: no gap but that padding, no "
+             "overlap.", "invalid-value", "shards[i].offsets[i]",
+             "offsets[k] == align64(offsets[k-1] + lengths[k-1]) (offsets[0] == 64)",
+             r"^record at \d+, the previous one ends at"),
+    SpecRule("dump-manifest.record-length", "A record is at least 16 bytes (a global index, a field count of 0 "
+             "and the CRC-32).", "invalid-value", "shards[i].lengths[i]", "length >= 16",
+             r"shorter than any record$"),
+    SpecRule("dump-manifest.row-placed", "Every key is stored in some shard (with row-once: in exactly one).",
+             "invalid-value", "shards", "every index of keys is in some shard's rows", r"is in no shard$"),
 )

@@ -19,7 +19,7 @@ fields is a record with no fields.
 """
 
 from ._grammar import Array, Crc32, Format, Int32ul, Int64ul, Padding, Record, Utf8
-from .checkpoint_shard import ALIGN, RecordBody
+from .checkpoint_shard import ALIGN, TENSOR_RULES, RecordBody
 
 MAGIC = b"\x89INRTDS\n"
 #: Most fields one row holds.
@@ -56,3 +56,6 @@ FORMAT = Format(
     magic=MAGIC,
     parts={"record": {1: RowRecordV1}},
 )
+
+#: A row's fields are tensor and value records: their rules are checkpoint-shard's.
+RULES = TENSOR_RULES

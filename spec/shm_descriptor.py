@@ -14,6 +14,7 @@ the samples meta layout has room for a checksum of its own.
 """
 
 from inert._checks import check_descriptor
+from inert._rules import SpecRule
 
 from ._grammar import Format, Int32sl, Int32ul, Int64ul, Record, Validate
 
@@ -40,4 +41,15 @@ FORMAT = Format(
     versions={1: DescriptorV1, 2: DescriptorV2},
     doc=__doc__ or "",
     params=("chunk_size",),
+)
+
+#: Checked after the descriptor's fields, in this order.
+RULES = (
+    SpecRule("shm-descriptor.ids", "The worker_id and shm_chunk_id are not negative.", "invalid-value",
+             "worker_id|shm_chunk_id", "worker_id >= 0 and shm_chunk_id >= 0", r"is negative$"),
+    SpecRule("shm-descriptor.inside", "The message lies inside the chunk: offset + num_bytes <= shm_capacity.",
+             "invalid-value", "num_bytes", "offset + num_bytes <= shm_capacity", r"lie beyond the capacity"),
+    SpecRule("shm-descriptor.capacity", "When the caller passes chunk_size, shm_capacity equals it.",
+             "invalid-value", "shm_capacity", "chunk_size is None or shm_capacity == chunk_size",
+             r"declared, the chunk holds"),
 )

@@ -24,6 +24,7 @@ import enum
 from construct import this
 
 from inert._checks import check_sample_range
+from inert._rules import SpecRule
 
 from ._grammar import (
     Format,
@@ -147,4 +148,18 @@ FORMAT = Format(
     name="shm-message",
     versions={1: ShmMessageV1},
     doc=__doc__ or "",
+)
+
+#: Checked after the fields of their record, in this order.
+RULES = (
+    SpecRule("shm-message.range-non-negative", "A SampleRange's start, iteration and epoch are not negative "
+             "(start first).", "invalid-value", "start|iteration|epoch", "start >= 0 and iteration >= 0 and epoch >= 0",
+             r"is negative$"),
+    SpecRule("shm-message.range-order", "A SampleRange's end is not before its start (checked after start).",
+             "invalid-value", "end", "end >= start", r"is before start"),
+    SpecRule("shm-message.slice-inside", "A SampleRange's slice lies inside it: 0 <= slice_start <= slice_end "
+             "<= end - start.", "invalid-value", "slice_start|slice_end",
+             "0 <= slice_start <= slice_end <= end - start", r"lies outside"),
+    SpecRule("shm-message.batch-meta-overflow", "A BatchMeta's offset + size is below 2**64.", "invalid-value",
+             "size", "offset + size <= 2**64 - 1", r"^offset \+ size overflows 64 bits"),
 )

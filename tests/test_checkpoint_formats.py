@@ -37,8 +37,8 @@ TENSOR = {"body": {"kind": "TENSOR", "dtype": "FLOAT32", "shape": [2, 3], "data"
 VALUE = {
     "body": {
         "kind": "VALUE",
-        "value": {"lr": 0.1, "betas": (0.9, 0.999), "params": [0, 1], "c": 1 + 2j, "ba": bytearray(b"x"), 3: {"s": {1, 2}},
-                  "f": frozenset({"a"}), "none": None, "b": b"\x00", "big": (1 << 64) - 1, "neg": -(1 << 63)},
+        "value": {"lr": 0.1, "betas": (0.9, 0.999), "params": [0, 1], "c": 1 + 2j, "ba": bytearray(b"x"), "3": {"s": {"1", "2"}},
+                  "f": frozenset({"a", b"a"}), "none": None, "b": b"\x00", "big": (1 << 64) - 1, b"k": 1, "neg": -(1 << 63)},
     }
 }
 
@@ -214,16 +214,16 @@ def _value_record(doc: bytes) -> bytes:
 def test_hostile_value_documents() -> None:
     cases = [
         (msgpack.packb(msgpack.ExtType(42, b"")), UnknownTagError, "unknown extension code 42"),
-        (msgpack.packb(msgpack.Timestamp(1, 0)), UnknownTagError, "outside the declared subset"),
+        (msgpack.packb(msgpack.Timestamp(1, 0)), UnknownTagError, "unknown extension code -1"),
         (b"\x91" * 65 + b"\xc0", LimitError, "max_depth(64)"),
         (b"\x91" * 2000 + b"\xc0", LimitError, "max_depth(64)"),
-        (msgpack.packb([1, 2])[:-1], TruncatedError, "ends inside"),
+        (msgpack.packb([1, 2])[:-1], TruncatedError, "present"),
         (msgpack.packb(1) + b"\x01", InertError, ""),
-        (b"\xc1", InvalidValueError, "malformed"),
+        (b"\xc1", InvalidValueError, "0xc1"),
         (b"\xa2\xff\xfe", InvalidValueError, "UTF-8"),
-        (b"\x81\x91\x01\x02", InvalidValueError, "malformed"),  # a list as a map key: unhashable
+        (b"\x81\x91\x01\x02", InvalidValueError, "str or bin"),  # a list as a map key
         (msgpack.packb(msgpack.ExtType(2, b"abc")), InvalidValueError, "complex"),
-        (b"\xdd\xff\xff\xff\xff", LimitError, "exceeds"),  # an array claiming 2**32-1 items
+        (b"\xdd\xff\xff\xff\xff", TruncatedError, "elements need"),  # an array claiming 2**32-1 items
     ]
     nested = msgpack.packb(1)
     for _ in range(80):  # tuples nested through extension payloads

@@ -111,10 +111,10 @@ def _flip(path: Path, offset: int) -> None:
     path.write_bytes(data)
 
 
-@pytest.mark.parametrize("copy", [False, True])
-def test_dense_rows_round_trip(dense: Path, copy: bool) -> None:
+@pytest.mark.parametrize("mapped", [False, True])
+def test_dense_rows_round_trip(dense: Path, mapped: bool) -> None:
     rows = dense_rows()
-    got = {row.key: row for row in load(dense, owners=3, copy=copy).rows}
+    got = {row.key: row for row in load(dense, owners=3, mapped=mapped).rows}
     for row in rows:
         assert got[row.key].global_index == row.global_index and got[row.key].tag == row.tag
         for name, value in row.fields.items():
@@ -161,7 +161,7 @@ def test_a_huge_declared_shape_builds_no_frame(dense: Path) -> None:
 def test_mapped_tensors_are_private_copies_on_write(dense: Path) -> None:
     shard = dense / "shard-00000.bin"
     before = shard.read_bytes()
-    rows = load(dense).rows
+    rows = load(dense, mapped=True).rows
     for row in rows:
         row.fields["ids"].add_(1)  # writable, and the file does not change
     assert shard.read_bytes() == before
@@ -170,10 +170,10 @@ def test_mapped_tensors_are_private_copies_on_write(dense: Path) -> None:
 
 
 def test_tensors_outlive_the_loader_and_copies_outlive_the_files(dense: Path) -> None:
-    mapped = load(dense).rows
-    copied = load(dense, copy=True).rows
+    mapped = load(dense, mapped=True).rows
+    copied = load(dense).rows
     shard = dense / "shard-00000.bin"
-    # An in-place rewrite (a published dump is never changed so; this is what copy=True is for).
+    # An in-place rewrite (a published dump is never changed so; this is why private memory is the default).
     data = bytearray(shard.read_bytes())
     data[64:] = bytes(len(data) - 64)
     with open(shard, "r+b") as out:

@@ -107,3 +107,21 @@ def test_committed_seeds_and_dictionaries_are_current() -> None:
 def test_run_refuses_unknown_targets() -> None:
     proc = subprocess.run([sys.executable, str(FUZZ / "run"), "nope"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "unknown target nope" in proc.stderr
+
+
+def test_harness_bounds_are_the_readers_promise() -> None:
+    """1 s of CPU per MiB (plus 1 s for a loaded machine) and 100 bytes per input byte plus 1 MiB."""
+    assert harness.time_limit(1 << 20) == 2.0 and harness.time_limit(0) == 1.0
+    assert harness.memory_limit(1000) == 100_000 + (1 << 20)
+
+
+def test_cost_campaign_runs_an_adapter_and_the_cli_on_a_designed_input(tmp_path: Path) -> None:
+    from fuzz.cost import cases, measure
+
+    # A 2**43-byte value record and a tensor of 16 GiB, placed in a sparse file: a few KiB on disk.
+    (case,) = list(cases(tmp_path, ["declared-sizes"], 4096))
+    assert case.size < 64 << 10
+    for entry in ("load_tensors", "cli:verify"):
+        run = measure(case, entry)
+        assert run.finding is None, (entry, run)
+        assert run.outcome in ("UnknownTagError", "exit 1"), (entry, run)

@@ -138,10 +138,10 @@ def _with_doc(doc: bytes) -> bytes:
     ("doc", "error", "text"),
     [
         (msgpack.packb([[[[1]]]]), LimitError, r"max_depth\(3\)"),
-        (msgpack.packb(msgpack.ExtType(9, b"")), UnknownTagError, "extension code 9"),
-        (b"\xd6\xff" + bytes(4), UnknownTagError, "outside the declared subset"),  # ext -1: a msgpack timestamp
+        (msgpack.packb(msgpack.ExtType(42, b"")), UnknownTagError, "extension code 42"),
+        (b"\xd6\xff" + bytes(4), UnknownTagError, "extension code -1"),  # ext -1: a msgpack timestamp
         (msgpack.packb("x" * 70), LimitError, r"max_len\(64\)"),
-        (b"\x92\x01", TruncatedError, "ends inside"),
+        (b"\x92\x01", TruncatedError, "2 elements need"),
         (b"\x01\x02", TrailingBytesError, "after the end"),
     ],
 )
@@ -159,7 +159,7 @@ def test_msgpack_documents(doc: bytes, error: type[Exception], text: str) -> Non
         ({**VALUE, "blob": bytes(17)}, WriteValueError, r"max_len\(16\)"),
         ({**VALUE, "doc": object()}, WriteTypeError, "builtins.object is not in the value subset"),
         ({**VALUE, "doc": [[[[1]]]]}, WriteValueError, "max_depth"),
-        ({**VALUE, "doc": {"k": [1, {2: {3}}]}}, WriteValueError, "max_depth"),
+        ({**VALUE, "doc": {"k": [1, {"2": {"3"}}]}}, WriteValueError, "max_depth"),
     ],
 )
 def test_writer_refuses(value: dict[str, Any], error: type[Exception], text: str) -> None:
@@ -180,7 +180,7 @@ def test_equal_sets_encode_to_equal_bytes_whatever_the_hash_seed() -> None:
     script = (
         "import sys; from inert.codecs import checkpoint_shard as cs; "
         "members = [f'param_group_{i}' for i in range(40)]; "
-        "value = {'seen': set(members), 'frozen': frozenset(members), 'nested': {frozenset(members[:5])}}; "
+        "value = {'seen': set(members), 'frozen': frozenset(members), 'nested': {'f': frozenset(members[:5])}}; "
         "sys.stdout.write(cs.encode_record({'body': {'kind': 'VALUE', 'value': value}}).hex())"
     )
     runs = {

@@ -545,6 +545,13 @@ def rogue_callback(arg: int) -> Any:
         _send_raw(bytes((FrameKind.RESULT,)) + _descriptor_bytes(1 << 20, 1 << 20, 0, 10))
     elif arg == 6:  # a chunk far above max_chunk_size
         _send_raw(bytes((FrameKind.CHUNK,)) + _descriptor_bytes(0, 1 << 50), (os.memfd_create("huge"),))
+    elif arg == 9:  # a sealed hugetlb memfd: no huge page to back it here, so the parent's mmap fails
+        import fcntl
+
+        fd = os.memfd_create("hugetlb", os.MFD_HUGETLB | os.MFD_ALLOW_SEALING)
+        os.ftruncate(fd, 2 << 20)
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW)
+        _send_raw(bytes((FrameKind.CHUNK,)) + _descriptor_bytes(0, 2 << 20), (fd,))
     elif arg == 7:  # try to shrink a chunk the parent has mapped: the seal refuses
         worker = _own_worker()
         refused = []
@@ -577,6 +584,17 @@ def test_records_forged_by_a_compromised_worker_are_refused(arg: int, error: typ
         exc = caught.value
         assert (exc.format, exc.field) == (fmt, field)
         assert reason in exc.reason
+
+
+def test_a_sealed_hugetlb_chunk_is_an_inert_error_and_closes_the_pool() -> None:
+    if open("/proc/sys/vm/nr_hugepages").read().strip() != "0":
+        pytest.skip("huge pages are reserved here: the hugetlb chunk would map")
+    with ShmWorkerPool(rogue_callback, num_workers=2, batch_mode=True, start_method="fork", timeout=TIMEOUT) as pool:
+        pool.schedule_batch(9, worker=0)
+        with pytest.raises(inert.InvalidValueError, match=r"chunk\.fd: the chunk cannot be mapped"):
+            pool.receive()
+        with pytest.raises(ChannelClosedError, match="cannot be mapped"):
+            pool.schedule_batch(8, worker=0)
 
 
 def test_a_worker_cannot_shrink_a_chunk_the_parent_has_mapped() -> None:

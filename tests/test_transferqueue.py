@@ -134,6 +134,32 @@ def test_dump_then_merge_into_a_running_system(tq: Any, tmp_path: Path) -> None:
         assert snapshot(tq, "train", "k2")["fields"] == before["k2"]["fields"]
 
 
+def test_dump_to_and_load_from_an_s3_url(tq: Any) -> None:
+    from s3_server import S3Server
+
+    from inert.transferqueue import dump_data_by_key, load_data_by_key
+
+    server = S3Server()  # moto's S3 API on localhost, reached through s3fs
+    try:
+        url = f"s3://{server.new_bucket()}/tq_rollout"
+        with running(tq, 2):
+            keys = [f"s{i}" for i in range(4)]
+            put_rows(tq, "train", keys)
+            before = {key: snapshot(tq, "train", key) for key in keys}
+            report = dump_data_by_key(url, keys, "train", storage_options=server.options())
+            assert report["keys"] == 4 and report["shards"] == 2
+            with pytest.raises(FileExistsError):  # the MANIFEST is there: a dump is never written over
+                dump_data_by_key(url, keys, "train", storage_options=server.options())
+            tq.kv_clear(keys=keys, partition_id="train")
+            tags = load_data_by_key(url, storage_options=server.options())
+            assert tags == {key: before[key]["tag"] for key in keys}
+            for key in keys:
+                got = snapshot(tq, "train", key)
+                assert (got["fields"], got["tag"]) == (before[key]["fields"], before[key]["tag"]), key
+    finally:
+        server.stop()
+
+
 def test_conflicting_field_types_are_refused_before_any_key_is_registered(tq: Any, tmp_path: Path) -> None:
     from tensordict import TensorDict
     from tensordict.tensorclass import NonTensorStack

@@ -12,9 +12,9 @@ little-endian bytes, other values as MessagePack documents)::
     for row in loaded.rows: ...
 
 Writing stages the dump beside its destination, fsyncs it and publishes it
-with one rename; loading needs neither a lock nor write access, and hands out
-tensors that are copy-on-write views of the shard files, every byte checked
-first (``load(..., copy=True)`` for private memory).  Every problem with the
+with one rename; loading needs neither a lock nor write access, and reads every
+record into private memory, every byte checked first (``load(..., mapped=True)``
+maps the shard files instead: faster, for dumps no other process truncates).  Every problem with the
 bytes on disk is an :class:`inert.InertError` naming the file, the byte
 offset and the field.
 """

@@ -13,25 +13,20 @@ from inert._checks import DUMP_FIRST_RECORD as FIRST_RECORD
 from inert._checks import DUMP_MANIFEST_NAME as MANIFEST_NAME
 from inert._checks import check_dump_manifest as check_manifest
 from inert._errors import ForeignFormatError
+from inert._files import open_in
 from inert.codecs import dump_manifest as manifest_codec
 
-__all__ = ["MANIFEST_NAME", "FORMAT", "check_manifest", "read_manifest", "open_read_only", "FIRST_RECORD"]
+__all__ = ["MANIFEST_NAME", "FORMAT", "check_manifest", "read_manifest", "FIRST_RECORD"]
 
 FORMAT = manifest_codec.FORMAT
 
 
-def open_read_only(path: str) -> int:
-    """A read-only descriptor: loading never needs write access or a lock."""
-    return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-
-
 def read_manifest(dump_dir: str, *, max_size: int = manifest_codec.MAX_SIZE) -> dict[str, Any]:
     """The decoded, cross-checked manifest of ``dump_dir``; an ``InertError`` for anything wrong with it."""
-    path = os.path.join(dump_dir, MANIFEST_NAME)
     if not os.path.isdir(dump_dir):
         raise FileNotFoundError(f"{dump_dir}: no such dump directory")
-    try:
-        fd = open_read_only(path)
+    try:  # read-only, no lock: loading never needs write access; a regular file inside the directory only
+        fd = open_in(dump_dir, MANIFEST_NAME, FORMAT)
     except FileNotFoundError:
         reason = f"{dump_dir} holds no {MANIFEST_NAME}: not a dump (or an unfinished one)"
         raise ForeignFormatError(FORMAT, 0, MANIFEST_NAME, reason) from None

@@ -6,12 +6,14 @@ import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from inert._codec_runtime import file_header
 from inert._errors import WriteTypeError, WriteValueError
+from inert._objstore import is_url
 from inert.codecs import dump_manifest as manifest_codec
 from inert.codecs import dump_shard as shard_codec
 from inert.torch._compat import dtype_name
@@ -24,7 +26,7 @@ from ._model import DENSE, NESTED, DumpReport, FieldSpec, Row
 from ._publish import discard, publish, staging_dir, start_writeback
 from ._schema import infer_schema, schema_entries
 
-__all__ = ["dump", "shard_name"]
+__all__ = ["dump", "shard_name", "prepare", "DumpPlan", "encode_shard", "encode_manifest", "report"]
 
 _ALIGN = 64
 _U64_MAX = (1 << 64) - 1
@@ -152,44 +154,60 @@ def _record_parts(
         raise _field_error(exc, row, order) from None
 
 
+def encode_shard(
+    rows: list[Row], orders: list[list[tuple[int, str]]], frames: dict[tuple[int, ...], Frame],
+    emit: Callable[[list[Any], int], None],
+) -> tuple[list[int], list[int]]:
+    """Encode one owner's shard, handing its bytes in order to ``emit(parts, end)`` about every ``_FLUSH_BYTES``
+    (``end``: the shard's length so far); return each record's offset and length."""
+    offsets, lengths = [], []
+    head = file_header(shard_codec.MAGIC, shard_codec.LATEST) + len(rows).to_bytes(_COUNT_SIZE, "little")
+    assert len(head) == _HEAD_SIZE
+    pending: list[Any] = [head]
+    pos = flushed = len(head)
+    keep: list[Any] = []
+    for row, order in zip(rows, orders, strict=True):
+        pad = -pos % _ALIGN
+        if pad:
+            pending.append(bytes(pad))
+            pos += pad
+        parts = _record_parts(row, order, frames, keep)
+        length = sum(len(p) for p in parts)
+        offsets.append(pos)
+        lengths.append(length)
+        pending.extend(parts)
+        pos += length
+        # Written soon after the CRC-32 read them: the payloads are still in the CPU cache for the copy.
+        if pos - flushed >= _FLUSH_BYTES:
+            emit(pending, pos)
+            pending.clear()
+            keep.clear()
+            flushed = pos
+    emit(pending, pos)
+    return offsets, lengths
+
+
 def _write_shard(
     path: str, rows: list[Row], orders: list[list[tuple[int, str]]], frames: dict[tuple[int, ...], Frame], sync: bool
 ) -> tuple[list[int], list[int]]:
     """Write one owner's shard file; return each record's offset and length."""
-    offsets, lengths = [], []
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    synced = _HEAD_SIZE
+
+    def emit(parts: list[Any], end: int) -> None:
+        nonlocal synced
+        _write_all(fd, parts)
+        if sync and end - synced >= _WRITEBACK_BYTES:
+            start_writeback(fd, synced, end - synced)  # the disk works while the next records are encoded
+            synced = end
+
     try:
-        head = file_header(shard_codec.MAGIC, shard_codec.LATEST) + len(rows).to_bytes(_COUNT_SIZE, "little")
-        assert len(head) == _HEAD_SIZE
-        pending: list[Any] = [head]
-        pos = flushed = synced = len(head)
-        keep: list[Any] = []
-        for row, order in zip(rows, orders, strict=True):
-            pad = -pos % _ALIGN
-            if pad:
-                pending.append(bytes(pad))
-                pos += pad
-            parts = _record_parts(row, order, frames, keep)
-            length = sum(len(p) for p in parts)
-            offsets.append(pos)
-            lengths.append(length)
-            pending.extend(parts)
-            pos += length
-            # Written soon after the CRC-32 read them: the payloads are still in the CPU cache for the copy.
-            if pos - flushed >= _FLUSH_BYTES:
-                _write_all(fd, pending)
-                pending.clear()
-                keep.clear()
-                if sync and pos - synced >= _WRITEBACK_BYTES:
-                    start_writeback(fd, synced, pos - synced)  # the disk works while the next records are encoded
-                    synced = pos
-                flushed = pos
-        _write_all(fd, pending)
+        layout = encode_shard(rows, orders, frames, emit)
         if sync:
             os.fsync(fd)
     finally:
         os.close(fd)
-    return offsets, lengths
+    return layout
 
 
 def _key_entry(row: Row, order: list[tuple[int, str]], specs: list[FieldSpec]) -> dict[str, Any]:
@@ -213,12 +231,13 @@ def _write_file(path: str, parts: list[Any], sync: bool) -> None:
         os.close(fd)
 
 
-def _encode_manifest(
-    manifest: dict[str, Any], owner_ids: list[int], by_owner: dict[int, list[int]], layouts: list[tuple[list[int], list[int]]]
+def encode_manifest(
+    manifest: dict[str, Any], owner_ids: list[int], by_owner: dict[int, list[int]], layouts: list[tuple[list[int], list[int]]],
+    name: Callable[[int], str] = shard_name,
 ) -> list[Any]:
     """The encoded manifest, its shard entries made from each owner's record offsets and lengths."""
     manifest["shards"] = [
-        {"file": shard_name(owner), "owner": owner, "rows": by_owner[owner], "offsets": offsets, "lengths": lengths}
+        {"file": name(owner), "owner": owner, "rows": by_owner[owner], "offsets": offsets, "lengths": lengths}
         for owner, (offsets, lengths) in zip(owner_ids, layouts, strict=True)
     ]
     try:
@@ -227,31 +246,27 @@ def _encode_manifest(
         raise type(exc)(exc.format, exc.field, exc.reason) from None
 
 
-@paused_gc()
-def dump(
-    rows: Iterable[Row],
-    dump_dir: str | os.PathLike[str],
-    *,
-    partition_id: str = "",
-    owners: int = 1,
-    owner_of: Callable[[Row], int] | None = None,
-    threads: int | None = None,
-    sync: bool = True,
-) -> DumpReport:
-    """Dump ``rows`` into the new directory ``dump_dir``: one shard per owner, written in parallel.
+@dataclass
+class DumpPlan:
+    """What a dump writes, worked out from the rows before any byte is written (every caller mistake refused)."""
 
-    Each row goes to owner ``owner_of(row)`` (default: ``global_index % owners``).
-    The dump is staged beside ``dump_dir`` and published by one rename once
-    every file and directory is synced; an existing ``dump_dir`` is refused.
+    rows: list[Row]
+    specs: list[FieldSpec]
+    orders: list[list[tuple[int, str]]]
+    frames: dict[tuple[int, ...], Frame]
+    by_owner: dict[int, list[int]]
+    owner_ids: list[int]
+    manifest: dict[str, Any]
 
-    >>> import torch, tempfile, os
-    >>> from inert.dump import Row, dump, load
-    >>> rows = [Row(f"k{i}", i, {"ids": torch.arange(4) + i}, {"step": i}) for i in range(3)]
-    >>> report = dump(rows, os.path.join(tempfile.mkdtemp(), "d"), owners=2)
-    >>> (report.keys, report.shards)
-    (3, 2)
-    """
-    dest = os.fspath(dump_dir)
+    def key_entries(self) -> list[dict[str, Any]]:
+        return [_key_entry(row, order, self.specs) for row, order in zip(self.rows, self.orders, strict=True)]
+
+    def shard_rows(self, owner: int) -> tuple[list[Row], list[list[tuple[int, str]]]]:
+        return [self.rows[i] for i in self.by_owner[owner]], [self.orders[i] for i in self.by_owner[owner]]
+
+
+def prepare(rows: Iterable[Row], partition_id: str, owners: int, owner_of: Callable[[Row], int] | None) -> DumpPlan:
+    """Check the rows, infer the schema, route rows to owners and start the manifest."""
     rows = list(rows)
     if owners < 1:
         raise ValueError(f"owners must be at least 1, got {owners}")
@@ -275,8 +290,44 @@ def dump(
             raise ValueError(f"row {row.key!r}: owner {owner!r} is not a non-negative int")
         by_owner.setdefault(owner, []).append(index)
     manifest: dict[str, Any] = {"partition_id": partition_id, "fields": schema_entries(specs), "keys": [], "shards": []}
-    frames = _frames(orders, specs)
-    owner_ids = sorted(by_owner)
+    return DumpPlan(rows, specs, orders, _frames(orders, specs), by_owner, sorted(by_owner), manifest)
+
+
+@paused_gc()
+def dump(
+    rows: Iterable[Row],
+    dump_dir: str | os.PathLike[str],
+    *,
+    partition_id: str = "",
+    owners: int = 1,
+    owner_of: Callable[[Row], int] | None = None,
+    threads: int | None = None,
+    sync: bool = True,
+    storage_options: dict[str, Any] | None = None,
+) -> DumpReport:
+    """Dump ``rows`` into the new directory ``dump_dir``: one shard per owner, written in parallel.
+
+    Each row goes to owner ``owner_of(row)`` (default: ``global_index % owners``).
+    The dump is staged beside ``dump_dir`` and published by one rename once
+    every file and directory is synced; an existing ``dump_dir`` is refused.
+    A URL (``s3://bucket/rollout``, any fsspec filesystem, ``storage_options`` for it) is
+    published without rename: the shards first, the ``MANIFEST`` last (see ``inert.dump._remote``).
+
+    >>> import torch, tempfile, os
+    >>> from inert.dump import Row, dump, load
+    >>> rows = [Row(f"k{i}", i, {"ids": torch.arange(4) + i}, {"step": i}) for i in range(3)]
+    >>> report = dump(rows, os.path.join(tempfile.mkdtemp(), "d"), owners=2)
+    >>> (report.keys, report.shards)
+    (3, 2)
+    """
+    dest = os.fspath(dump_dir)
+    if is_url(dest):
+        from ._remote import dump_to_url
+
+        return dump_to_url(rows, dest, partition_id=partition_id, owners=owners, owner_of=owner_of, threads=threads,
+                           storage_options=storage_options)
+    plan = prepare(rows, partition_id, owners, owner_of)
+    orders, frames, by_owner, owner_ids, manifest = plan.orders, plan.frames, plan.by_owner, plan.owner_ids, plan.manifest
     # Where every record goes is known before writing when every row has a frame: the manifest is then
     # encoded while the owners write.
     planned = None
@@ -289,33 +340,36 @@ def dump(
     try:
         with ThreadPoolExecutor(max_workers=max(1, min(len(owner_ids), threads or len(owner_ids)))) as pool:
             futures = [
-                pool.submit(
-                    _write_shard, os.path.join(staging, shard_name(owner)),
-                    [rows[i] for i in by_owner[owner]], [orders[i] for i in by_owner[owner]], frames, sync,
-                )
+                pool.submit(_write_shard, os.path.join(staging, shard_name(owner)), *plan.shard_rows(owner), frames, sync)
                 for owner in owner_ids
             ]
             # The manifest's key entries are built while the owners write, and with a planned layout the
             # manifest is written too.
-            manifest["keys"] = [_key_entry(row, order, specs) for row, order in zip(rows, orders, strict=True)]
+            manifest["keys"] = plan.key_entries()
             data = None
             if planned is not None:
-                data = _encode_manifest(manifest, owner_ids, by_owner, planned)
+                data = encode_manifest(manifest, owner_ids, by_owner, planned)
                 _write_file(os.path.join(staging, MANIFEST_NAME), data, sync)
             results = [future.result() for future in futures]
         if planned is not None and results != planned:
             raise RuntimeError("inert.dump: the shards were not written where they were planned")  # a bug, not bad input
         if data is None:
-            data = _encode_manifest(manifest, owner_ids, by_owner, results)
+            data = encode_manifest(manifest, owner_ids, by_owner, results)
             _write_file(os.path.join(staging, MANIFEST_NAME), data, sync)
         publish(staging, dest, sync)
     except BaseException:
         discard(staging)
         raise
+    return report(dest, plan, results, data)
+
+
+def report(dest: str, plan: DumpPlan, layouts: list[tuple[list[int], list[int]]], manifest: list[Any]) -> DumpReport:
+    """What a dump wrote: its shards' record ``layouts`` and its encoded ``manifest``."""
     return DumpReport(
         path=dest,
-        keys=len(rows),
-        rows_with_data=sum(1 for row in rows if row.fields),
-        shards=len(owner_ids),
-        bytes=sum((offsets[-1] + lengths[-1]) if offsets else _HEAD_SIZE for offsets, lengths in results) + sum(map(len, data)),
+        keys=len(plan.rows),
+        rows_with_data=sum(1 for row in plan.rows if row.fields),
+        shards=len(plan.owner_ids),
+        bytes=sum((offsets[-1] + lengths[-1]) if offsets else _HEAD_SIZE for offsets, lengths in layouts)
+        + sum(map(len, manifest)),
     )

@@ -116,8 +116,8 @@ def map_chunk(fd: int, chunk_id: int, capacity: int, *, require_seals: bool, max
 
     Refuses (``InertError`` of format ``shm-channel``) a capacity above
     ``max_capacity``, a descriptor that is not a regular file or memfd of
-    exactly ``capacity`` bytes, and, when ``require_seals``, one whose size is
-    not sealed.
+    exactly ``capacity`` bytes, when ``require_seals`` one whose size is not
+    sealed, and one that cannot be mapped (a hugetlb memfd of another size).
     """
     try:
         if not 0 < capacity <= max_capacity:
@@ -136,7 +136,10 @@ def map_chunk(fd: int, chunk_id: int, capacity: int, *, require_seals: bool, max
             raise InvalidValueError(
                 CHANNEL_FORMAT, -1, "chunk.capacity", f"{capacity} declared, the chunk file holds {info.st_size}"
             )
-        buffer = mmap.mmap(fd, capacity, prot=mmap.PROT_READ)
+        try:
+            buffer = mmap.mmap(fd, capacity, prot=mmap.PROT_READ)
+        except OSError as exc:  # a hugetlb memfd whose size is no multiple of its page size, say
+            raise InvalidValueError(CHANNEL_FORMAT, -1, "chunk.fd", f"the chunk cannot be mapped: {exc.strerror}") from None
     finally:
         os.close(fd)
     return MappedChunk(chunk_id, capacity, buffer)

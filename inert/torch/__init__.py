@@ -11,6 +11,9 @@ bytes, MessagePack values), each with a CRC-32::
     dcp.save(state, storage_writer=FileSystemWriter(path))
     dcp.load(state, storage_reader=FileSystemReader(path))
 
+``FsspecWriter``/``FsspecReader`` are the same for any fsspec URL (``s3://bucket/ckpt``,
+an object store's commit point being the ``.metadata`` object written last).
+
 Non-tensor values may be numpy arrays and scalars, ``io.BytesIO``,
 ``torch.Size``/``dtype``/``device`` and, once ``register_type``d in the saving
 and the loading program, the caller's dataclasses, NamedTuples and enums
@@ -36,11 +39,15 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from inert._errors import InertError
+
 from ._compat import TORCH_VERSION, dcp_load, dcp_save, parse_version
+from ._fsspec_reader import FsspecReader
+from ._fsspec_writer import FsspecWriter
 from ._layout import CrossReleaseLoadPlanner
 from ._metadata import InertStorageInfo, dumps_metadata, loads_metadata
 from ._reader import FileSystemReader, ShapeMismatchError
-from ._tensors import load_tensors
+from ._tensors import load_tensors, reader_for
 from ._values import register_type, unregister_type
 from ._writer import FileSystemWriter
 
@@ -53,9 +60,35 @@ def load(state_dict: dict[str, Any], path: str | os.PathLike[str], *, planner: A
     deprecated ``dcp.load_state_dict`` with ``no_dist`` in one process (2.2's ``load`` gathers
     keys before honouring ``no_dist``; 2.3's drops nested non-tensor values), with
     :class:`CrossReleaseLoadPlanner` when no planner is given, so that checkpoints saved by 2.4+
-    load there too; Stateful objects need 2.4.  ``reader_options`` go to :class:`FileSystemReader`.
+    load there too; Stateful objects need 2.4.  ``reader_options`` go to :class:`FileSystemReader`, or for a
+    URL (``s3://bucket/ckpt``) to :class:`FsspecReader`.
+    Bad bytes raise the reader's :class:`~inert.InertError` itself, with DCP's
+    ``CheckpointException`` (a ``BaseException``) as its ``__cause__``.
     """
-    dcp_load(state_dict, FileSystemReader(path, **reader_options), planner=planner, process_group=process_group)
+    reader = reader_for(path, **reader_options)
+    try:
+        dcp_load(state_dict, reader, planner=planner, process_group=process_group)
+    except BaseException as exc:  # DCP's CheckpointException is a BaseException that `except Exception` misses
+        inert_error = _inert_failure(exc) or reader.metadata_error
+        if inert_error is None or isinstance(exc, InertError):
+            raise
+        raise inert_error from exc
+
+
+def _inert_failure(exc: BaseException) -> InertError | None:
+    """The ``InertError`` a rank raised inside DCP's ``CheckpointException`` (the lowest rank's), if any.
+
+    (A failed metadata read reaches DCP's exception only as text: the reader keeps that one.)
+    """
+    failures = getattr(exc, "failures", None)
+    if not isinstance(failures, dict):
+        return None
+    for rank in sorted(failures):
+        failure = failures[rank]
+        error = failure[0] if isinstance(failure, tuple) and failure else failure
+        if isinstance(error, InertError):
+            return error
+    return None
 
 
 def save(state_dict: dict[str, Any], path: str | os.PathLike[str], *, planner: Any = None, process_group: Any = None,
@@ -71,6 +104,8 @@ def save(state_dict: dict[str, Any], path: str | os.PathLike[str], *, planner: A
 __all__ = [
     "FileSystemWriter",
     "FileSystemReader",
+    "FsspecWriter",
+    "FsspecReader",
     "load",
     "save",
     "load_tensors",

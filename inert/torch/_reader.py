@@ -58,6 +58,7 @@ from torch.futures import Future
 from inert._checks import MAX_INFLATED
 from inert._codec_runtime import read_file_header
 from inert._errors import ChecksumError, ForeignFormatError, InertError, InvalidValueError, LimitError, TruncatedError
+from inert._files import open_in, read_fd
 from inert._zstd import inflate
 from inert.codecs import checkpoint_metadata as metadata_codec
 from inert.codecs import checkpoint_shard as shard
@@ -88,6 +89,13 @@ _MIGRATE = (
 _DIRECT_MIN = 1 << 16
 #: Longest tensor record header: kind, dtype, rank, 64 dims, length, padding to 64 bytes.
 _HEAD_MAX = 576
+#: The spec's cap on a value document (spec.checkpoint_shard.MAX_VALUE_LEN), and the longest value record.
+MAX_VALUE_LEN = 64 << 20
+_VALUE_RECORD_MAX = 1 + 4 + MAX_VALUE_LEN + 4
+#: Records the metadata declares longer than this are checked against what their kind can hold before reading.
+_LENGTH_CHECKED = 1 << 20
+#: A record whose header is refused is read whole for its CRC-32 (damage is named as such) up to this length.
+_NAMED_DAMAGE_MAX = 64 << 20
 _CRC = struct.Struct("<I")
 #: Linux's MAP_NORESERVE (the mmap module does not name it).
 _NORESERVE = 0x4000 if sys.platform.startswith("linux") else 0
@@ -312,6 +320,8 @@ class FileSystemReader(StorageReader):
         self.load_id = str(uuid.uuid4())
         self.rank: int | None = None
         self.use_collectives = True
+        #: The InertError the last ``read_metadata`` raised reading its file, if any.
+        self.metadata_error: InertError | None = None
         #: Each data file's format_version, read from its header when a read opens it.
         self._file_versions: dict[str, int] = {}
 
@@ -322,19 +332,29 @@ class FileSystemReader(StorageReader):
             self.path = Path(checkpoint_id)
         self.load_id = str(uuid.uuid4())
 
-    def _read_file(self, path: Path, limit: int) -> bytes:
-        with open(path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            if size > limit:  # checked before reading: a huge file allocates nothing
-                raise LimitError("checkpoint-metadata", 0, "", f"file of {size} bytes exceeds max_size({limit})")
-            return handle.read(size + 1)  # a byte more than fstat saw: a file that grew since fails to decode
+    def _read_file(self, name: str, limit: int) -> bytes:
+        """The file ``name`` of the checkpoint (a regular file in it, see ``inert._files``), at most ``limit`` bytes."""
+        fd = open_in(self.path, name, "checkpoint-metadata")
+        try:  # the size is checked before reading: a huge file allocates nothing
+            return read_fd(fd, limit, "checkpoint-metadata", name)
+        finally:
+            os.close(fd)
 
     def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
-        rank = kwargs.get("rank")
-        path = self.path / (METADATA_NAME if rank is None else f"__{rank}{METADATA_NAME}")
-        if rank is not None and not path.exists():  # the per-rank fallback: a checkpoint saved with collectives
-            path = self.path / METADATA_NAME
-        data = self._read_file(path, self.max_metadata_size)
+        try:
+            metadata = self._read_metadata(kwargs.get("rank"))
+        except InertError as exc:  # DCP keeps only the text of a metadata failure: inert.torch.load raises this
+            self.metadata_error = exc
+            raise
+        self.metadata_error = None
+        return metadata
+
+    def _read_metadata(self, rank: int | None) -> Metadata:
+        name = METADATA_NAME if rank is None else f"__{rank}{METADATA_NAME}"
+        if rank is not None and not os.path.lexists(self.path / name):  # the per-rank fallback: saved with collectives
+            name = METADATA_NAME
+        path = self.path / name
+        data = self._read_file(name, self.max_metadata_size)
         try:
             metadata = loads_metadata(data, max_size=self.max_metadata_size)
         except ForeignFormatError as exc:
@@ -356,10 +376,17 @@ class FileSystemReader(StorageReader):
         if self.storage_data is None:
             raise InvalidValueError("checkpoint-metadata", -1, "storage_data", "missing")
 
+    def _file_size(self, name: str) -> int:
+        fd = open_in(self.path, name, "checkpoint-shard")  # a regular file inside the directory, not a link
+        try:
+            return os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+
     def _check_placement(self, per_file: dict[str, list[InertStorageInfo]]) -> None:
         """Records lie inside their files and do not overlap (each record listed once)."""
         for name, infos in per_file.items():
-            size = os.stat(self.path / name).st_size
+            size = self._file_size(name)
             end = 0
             for info in sorted(infos, key=lambda i: i.offset):
                 if info.offset < end:
@@ -401,9 +428,20 @@ class FileSystemReader(StorageReader):
         """The general path: the whole record read into a buffer, checksummed and decoded once, every
         read item's part checked against it, then each part copied."""
         first = items[0]
+        self._check_length(first, info)
+        if first.type == LoadItemType.TENSOR and info.length > _LENGTH_CHECKED:
+            self.check_header(fd, name, first, info)  # before a buffer of the declared length is allocated
         buffer = buffers.take(info.length)
         view = memoryview(buffer.numpy())[: info.length]  # type: ignore[arg-type]
         read_into(fd, info.offset, view, None, name)
+        return self._checked_whole(view, buffer, name, info, items, buffers, resolve)
+
+    def _checked_whole(
+        self, view: memoryview, buffer: torch.Tensor, name: str, info: InertStorageInfo, items: list[ReadItem],
+        buffers: _Buffers, resolve: Resolve | None,
+    ) -> list[Loaded]:
+        """A whole record read into ``view`` (the start of ``buffer``), decoded and checked, then each part copied."""
+        first = items[0]
         record = self._decode(view, name, first, info, self.verify_checksums)
         if record["crc32"] != info.crc32:
             raise ChecksumError("checkpoint-shard", info.offset + info.length - 4, first.storage_index.fqn,
@@ -435,6 +473,51 @@ class FileSystemReader(StorageReader):
         buffers.give(buffer)
         return results
 
+    def _check_length(self, item: ReadItem, info: InertStorageInfo) -> None:
+        """A record the metadata declares longer than its kind can be is refused before a buffer is allocated:
+        a value record holds at most the spec's 64 MiB document, a tensor record its chunk's bytes and a header.
+        (A sparse file makes any length cheap to place; only records above ``_LENGTH_CHECKED`` are bounded, so
+        that a small one says what is wrong with its bytes.)"""
+        if info.length <= _LENGTH_CHECKED:
+            return
+        if item.type == LoadItemType.BYTE_IO:
+            longest, what = _VALUE_RECORD_MAX, f"a value record holds at most {MAX_VALUE_LEN} bytes of document"
+        else:
+            dtype, shape = self._expected(item, info)
+            nbytes = math.prod(shape) * dtype.itemsize
+            # A compressed (ZSTD) record of incompressible bytes: 3 bytes a 128 KiB block and a frame header more.
+            longest = _HEAD_MAX + nbytes + nbytes // 1024 + 4096
+            what = f"its {shape} {dtype} chunk takes {nbytes} bytes, a header and a compressed frame's overhead"
+        if info.length > longest:
+            raise LimitError("checkpoint-metadata", -1, f"storage_data[{item.storage_index.fqn}].length",
+                             f"record of {info.length} bytes exceeds max_len({longest}): {what}")
+
+    def check_header(self, fd: int, name: str, item: ReadItem, info: InertStorageInfo) -> None:
+        """A tensor record's header (its first bytes, at most ``_HEAD_MAX``) decodes as a tensor of the dtype
+        and shape the metadata gives its chunk, read before anything of the record's declared length is
+        allocated (a sparse file places any length at no cost on disk; its header is its first bytes).
+
+        A damaged header is named as a damaged record (its CRC-32) when the record is at most
+        ``_NAMED_DAMAGE_MAX`` long; a longer one is named by the field, without reading it all.
+        A bool record's header is checked when it is read (the codec checks its bytes one by one).
+        """
+        head = None if self._expected(item, info)[0] == torch.bool else _SCRATCH.view(info.length)
+        if head is None:  # (or no address space for the view: the record is read whole, and checked then)
+            return
+        read_into(fd, info.offset, head[: min(info.length, _HEAD_MAX)], None, name)
+        if head[0] == shard.RecordKind.VALUE:
+            self._check_kind({"kind": shard.RecordKind.VALUE}, shard.RecordKind.TENSOR, item, info)
+        if head[0] == shard.RecordKindV2.ZSTD:  # a compressed record: its inflated length is checked before inflating
+            return
+        try:  # the payload past the header is unread: only its length is decoded
+            record = self._decode(head, name, item, info, False)
+            self._check_tensor(record["body"], item, info)
+        except InertError:
+            if self.verify_checksums and 4 <= info.length <= _NAMED_DAMAGE_MAX:
+                stored = _CRC.unpack_from(_read_tail(fd, info, name))[0]
+                _check_crc(_file_crc(fd, info, name), stored, name, item, info)
+            raise
+
     def _load_direct(
         self, fd: int, name: str, item: ReadItem, info: InertStorageInfo, resolve: Resolve,
         shared: SharedTasks | None,
@@ -449,13 +532,10 @@ class FileSystemReader(StorageReader):
         the general path (its destination is a part, on another device, or a bool tensor, whose
         bytes the codec checks one by one).
         """
-        expected = self._expected(item, info)
-        if expected[0] == torch.bool:
+        direct = self._direct_target(item, info, resolve)
+        if direct is None:
             return None
-        target = resolve(item).detach()
-        if (target.device.type != "cpu" or not target.is_contiguous() or target.is_conj() or target.is_neg()
-                or target.dtype != expected[0] or any(item.storage_offsets)):
-            return None
+        target, expected = direct
         scratch = _SCRATCH.view(info.length)
         if scratch is None:
             return None
@@ -463,23 +543,10 @@ class FileSystemReader(StorageReader):
         if scratch[0] != shard.RecordKind.TENSOR:  # not a tensor header: the whole record says what it is
             return None
         stored = _CRC.unpack_from(_read_tail(fd, info, name))[0]
-        try:
-            record = self._decode(scratch, name, item, info, False)
-            body = record["body"]
-            if stored != info.crc32:
-                raise ChecksumError("checkpoint-shard", info.offset + info.length - 4, item.storage_index.fqn,
-                                    f"record CRC-32 {stored:#010x}, the metadata expects {info.crc32:#010x}")
-            dtype, shape = self._check_tensor(body, item, info, expected)
-        except InertError:
-            if self.verify_checksums:  # a damaged record is named as such, not by the field the damage hit
-                _check_crc(_file_crc(fd, info, name), stored, name, item, info)
-            raise
-        if tuple(target.size()) != tuple(item.lengths) or tuple(item.lengths) != shape:
+        placed = self._checked_head(scratch, stored, name, item, info, expected, target, lambda: _file_crc(fd, info, name))
+        if placed is None:
             return None
-        nbytes = len(body["data"])
-        start = info.length - 4 - nbytes
-        crc = crc32(scratch[:start]) if self.verify_checksums else None
-        del record, body
+        start, nbytes, crc = placed
         if shared is not None and (crc is None or crc32_combine is not None):
             part = _PART if shared.waiting() >= self.thread_count else _TAIL_PART  # the last: all threads end together
             if nbytes >= 2 * part:
@@ -490,6 +557,42 @@ class FileSystemReader(StorageReader):
         if crc is not None:
             _check_crc(crc, stored, name, item, info)
         return target
+
+    def _direct_target(self, item: ReadItem, info: InertStorageInfo, resolve: Resolve) -> tuple[torch.Tensor, Any] | None:
+        """The destination and the metadata's expectation when a record's payload may go straight into it, else None."""
+        expected = self._expected(item, info)
+        if expected[0] == torch.bool:
+            return None
+        target = resolve(item).detach()
+        if (target.device.type != "cpu" or not target.is_contiguous() or target.is_conj() or target.is_neg()
+                or target.dtype != expected[0] or any(item.storage_offsets)):
+            return None
+        return target, expected
+
+    def _checked_head(
+        self, scratch: memoryview, stored: int, name: str, item: ReadItem, info: InertStorageInfo, expected: Any,
+        target: torch.Tensor, record_crc: Callable[[], int],
+    ) -> tuple[int, int, int | None] | None:
+        """A tensor record's header, decoded from ``scratch`` (the record's length, its first bytes read) and checked
+        against the metadata and the plan; ``stored`` is the CRC-32 the record ends with and ``record_crc()`` computes
+        the one its bytes give (to name damage as such).  Returns where the payload starts, its length and the
+        CRC-32 of the bytes before it (None unverified), or None when the record takes the general path."""
+        try:
+            record = self._decode(scratch, name, item, info, False)
+            body = record["body"]
+            if stored != info.crc32:
+                raise ChecksumError("checkpoint-shard", info.offset + info.length - 4, item.storage_index.fqn,
+                                    f"record CRC-32 {stored:#010x}, the metadata expects {info.crc32:#010x}")
+            dtype, shape = self._check_tensor(body, item, info, expected)
+        except InertError:
+            if self.verify_checksums:  # a damaged record is named as such, not by the field the damage hit
+                _check_crc(record_crc(), stored, name, item, info)
+            raise
+        if tuple(target.size()) != tuple(item.lengths) or tuple(item.lengths) != shape:
+            return None
+        nbytes = len(body["data"])
+        start = info.length - 4 - nbytes
+        return start, nbytes, crc32(scratch[:start]) if self.verify_checksums else None
 
     def _decode(self, view: memoryview, name: str, item: ReadItem, info: InertStorageInfo, verify: bool) -> Any:
         """The record decoded by the codec of its file's version; with ``verify``, its CRC-32 checked first
@@ -585,7 +688,7 @@ class FileSystemReader(StorageReader):
     def file_version(self, name: str) -> int:
         """The format_version of the data file ``name`` (read from its header once)."""
         if name not in self._file_versions:
-            fd = os.open(self.path / name, os.O_RDONLY)
+            fd = open_in(self.path, name, "checkpoint-shard")
             try:
                 self._file_versions[name] = self._file_version(fd, name)
             finally:
@@ -610,10 +713,11 @@ class FileSystemReader(StorageReader):
         Without, results come in file order with a bounded number of buffers in flight.
         """
         per_file = self._placed(items)
-        fds = {name: os.open(self.path / name, os.O_RDONLY) for name in per_file}
+        fds: dict[str, int] = {}
         try:
-            for name, fd in fds.items():
-                self._file_versions[name] = self._file_version(fd, name)
+            for name in per_file:
+                fds[name] = open_in(self.path, name, "checkpoint-shard")
+                self._file_versions[name] = self._file_version(fds[name], name)
             work = [(name, placed) for name, records in per_file.items() for placed in records]
 
             def load(entry: tuple[str, Placed]) -> list[Loaded]:

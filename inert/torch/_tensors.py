@@ -28,6 +28,8 @@ from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, Metadata
 from torch.distributed.checkpoint.planner import LoadItemType, ReadItem
 
 from inert._errors import InvalidValueError, LimitError, TruncatedError
+from inert._files import open_in
+from inert._objstore import is_url
 from inert.codecs import checkpoint_metadata as metadata_codec
 
 from ._metadata import InertStorageInfo
@@ -49,6 +51,7 @@ def load_tensors(
     verify_checksums: bool = True,
     thread_count: int = 2,
     max_metadata_size: int = metadata_codec.MAX_SIZE,
+    storage_options: dict[str, Any] | None = None,
 ) -> dict[str, torch.Tensor]:
     """Read the tensors of the Inert checkpoint at ``path``, in one process, without ``dcp.load``.
 
@@ -59,10 +62,12 @@ def load_tensors(
     takes its local part through ``dcp.load``.  A key the checkpoint lacks, holds as a value, or holds with
     another dtype or shape is a ``ShapeMismatchError`` naming the key and both, raised
     before any byte is copied; bad bytes are ``InertError``s as with ``FileSystemReader``,
-    whose options the keyword arguments are.
+    whose options the keyword arguments are.  A URL (``s3://bucket/ckpt``) is read by
+    ``FsspecReader``, with ``storage_options`` for its filesystem.
     """
-    reader = FileSystemReader(path, verify_checksums=verify_checksums, thread_count=thread_count,
-                              max_metadata_size=max_metadata_size)
+    options: dict[str, Any] = {"storage_options": storage_options} if storage_options else {}
+    reader = reader_for(path, verify_checksums=verify_checksums, thread_count=thread_count,
+                        max_metadata_size=max_metadata_size, **options)
     metadata = reader.read_metadata()
     reader.set_up_storage_reader(metadata, True)
     entries = metadata.state_dict_metadata
@@ -72,7 +77,9 @@ def load_tensors(
         wanted = {fqn: _entry_for(fqn, tensor, entries.get(fqn)) for fqn, tensor in into.items()}
     items = [item for fqn, md in wanted.items() for item in _read_items(fqn, md, reader.storage_data, reader.file_version)]
     if into is None:
-        reader._placed(items)  # records inside their files: the bytes of the tensors below are there
+        # Records inside their files, and each one's header what the metadata says, before a tensor is
+        # allocated: a sparse file places any length at no cost on disk, its header is its first bytes.
+        _check_headers(reader, reader._placed(items))
         into = {fqn: _new_tensor(fqn, md) for fqn, md in wanted.items()}
     dest = into
 
@@ -82,6 +89,15 @@ def load_tensors(
     for _ in reader._records(items, _Buffers(keep=2 * reader.thread_count), resolve):
         pass
     return dest
+
+
+def reader_for(path: str | os.PathLike[str], **options: Any) -> FileSystemReader:
+    """The reader of ``path``: ``FsspecReader`` for a URL, ``FileSystemReader`` for a local path."""
+    if is_url(path):
+        from ._fsspec_reader import FsspecReader
+
+        return FsspecReader(path, **options)
+    return FileSystemReader(path, **options)
 
 
 def _entry_for(fqn: str, tensor: Any, md: Any) -> TensorStorageMetadata:
@@ -150,9 +166,21 @@ def _check_tiling(fqn: str, size: torch.Size, chunks: list[ChunkStorageMetadata]
         region[...] = True
 
 
+def _check_headers(reader: FileSystemReader, per_file: dict[str, list[tuple[InertStorageInfo, list[ReadItem]]]]) -> None:
+    """Each record's header is what the metadata says (``FileSystemReader.check_header``)."""
+    for name, placed in per_file.items():
+        fd = open_in(reader.path, name, "checkpoint-shard")
+        try:
+            reader._file_versions[name] = reader._file_version(fd, name)
+            for info, record_items in placed:
+                reader.check_header(fd, name, record_items[0], info)
+        finally:
+            os.close(fd)
+
+
 def _new_tensor(fqn: str, md: TensorStorageMetadata) -> torch.Tensor:
     try:
         return torch.empty(md.size, dtype=md.properties.dtype)
-    except (RuntimeError, MemoryError):  # the files hold these bytes (placement is checked); memory may not
+    except (RuntimeError, MemoryError, TypeError, OverflowError):  # the files hold these bytes; memory may not
         nbytes = math.prod(md.size) * md.properties.dtype.itemsize
         raise LimitError("checkpoint-metadata", -1, fqn, f"a tensor of {nbytes} bytes cannot be allocated") from None

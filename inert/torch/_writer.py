@@ -280,26 +280,46 @@ class FileSystemWriter(StorageWriter, _Stager):  # type: ignore[misc]
         self.rank = kwargs.get("rank")
         self.use_collectives = kwargs.get("use_collectives", True)
 
-    def _metadata_path(self, rank: int | None = None) -> Path:
+    def _metadata_path(self, rank: int | None = None) -> Any:
         return self.path / (METADATA_NAME if rank is None else f"__{rank}{METADATA_NAME}")
 
-    def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
+    # Storage operations: a local directory here, an fsspec filesystem in ``FsspecWriter``.
+    def _make_root(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
+
+    def _exists(self, path: Any) -> bool:
+        return bool(path.exists())
+
+    def _remove(self, path: Any) -> None:
+        path.unlink()
+
+    def _write_jobs(self, jobs: list[tuple[str, list[WriteItem]]], planner: SavePlanner,
+                    values: dict[Any, list[Any]]) -> list[WriteResult]:
+        write = _write_files
+        if self.compression is not None:
+            from ._compressed import write_compressed_files as write  # (it builds on this module)
+        return write(self.path, jobs, planner, values, max(self.thread_count, _MIN_WORKERS), self.sync_files)
+
+    def _file_count(self, items: list[WriteItem]) -> int:
+        return self.thread_count
+
+    def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
+        self._make_root()
         existing = self._metadata_path(None if self.use_collectives else 0)
-        if existing.exists() and not self.overwrite:
+        if self._exists(existing) and not self.overwrite:
             raise RuntimeError(f"Checkpoint already exists at {self.path} and overwrite=False.")
         if self.rank is not None and not self.use_collectives:
             own = self._metadata_path(self.rank)
-            if own.exists():
-                own.unlink()
+            if self._exists(own):
+                self._remove(own)
             plan = dataclasses.replace(plan, storage_data=_Prefix(f"__{self.rank}_"))
         return plan
 
     def prepare_global_plan(self, plans: list[SavePlan]) -> list[SavePlan]:
         # Runs on the coordinator before any rank writes data: an older checkpoint stops being loadable now.
         old = self._metadata_path()
-        if old.exists():
-            old.unlink()
+        if self._exists(old):
+            self._remove(old)
         return [
             dataclasses.replace(plan, storage_data=_Prefix(f"__{i}_")) if plan.storage_data is None else plan
             for i, plan in enumerate(plans)
@@ -311,14 +331,11 @@ class FileSystemWriter(StorageWriter, _Stager):  # type: ignore[misc]
         values = {item.index: value_record(item.index.fqn, _lookup(planner, item))
                   for item in plan.items if item.type == WriteItemType.BYTE_IO}
         if self.single_file_per_rank:
-            groups = _buckets(plan.items, self.thread_count)
+            groups = _buckets(plan.items, self._file_count(plan.items))
         else:
             groups = [[item] for item in plan.items]
         jobs = [(f"{prefix}{n}{SUFFIX}", group) for n, group in enumerate(groups)]
-        write = _write_files
-        if self.compression is not None:
-            from ._compressed import write_compressed_files as write  # (it builds on this module)
-        results = write(self.path, jobs, planner, values, max(self.thread_count, _MIN_WORKERS), self.sync_files)
+        results = self._write_jobs(jobs, planner, values)
         done: Future[list[WriteResult]] = Future()
         done.set_result(results)
         return done
@@ -329,9 +346,11 @@ class FileSystemWriter(StorageWriter, _Stager):  # type: ignore[misc]
         metadata.storage_data = {wr.index: wr.storage_data for wrs in results for wr in wrs}
         if StorageMeta is not None:
             metadata.storage_meta = self.storage_meta()
-        data = dumps_metadata(metadata)
         local = self.rank is not None and not self.use_collectives
-        final = self._metadata_path(self.rank if local else None)
+        self._commit(self._metadata_path(self.rank if local else None), dumps_metadata(metadata))
+
+    def _commit(self, final: Any, data: bytes) -> None:
+        """Write the metadata, the checkpoint's commit point: whole or not at all."""
         tmp = final.with_name(final.name + ".tmp")
         with open(tmp, "wb") as out:
             out.write(data)

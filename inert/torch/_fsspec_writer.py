@@ -1,0 +1,185 @@
+"""``FsspecWriter``: DCP's fsspec storage writer, writing Inert's formats to object stores (S3, ...) and any fsspec URL.
+
+The same records and metadata as ``FileSystemWriter`` (the layout of each
+data object comes from the save plan, ``_layout``), streamed in order: one
+object per data file, each tensor's bytes checksummed a block at a time on
+their way from tensor memory to the upload.  Several objects are uploaded at
+once (an object's parts go one after another through fsspec's stream), so a
+rank's data is spread over ``max(thread_count, size / object_size)`` objects.
+
+The ``.metadata`` object is the commit point: an older one is removed before
+any data is written, and the new one is written last, in one request, once
+every data object is complete.  A save that fails or is killed part-way
+leaves no loadable checkpoint; objects already uploaded are removed when the
+failure is seen.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from torch.distributed.checkpoint.planner import SavePlanner, WriteItem, WriteItemType
+from torch.distributed.checkpoint.storage import WriteResult
+
+from inert._objstore import abandon, commit, filesystem, is_url, join, open_for_writing, remove_quietly, request
+
+from ._metadata import InertStorageInfo
+from ._options import DEFAULT_SERIALIZATION_FORMAT
+from ._payload import BLOCK, crc32
+from ._writer import _COUNT, FileSystemWriter, _layout, _Slot, resolve_tensor, tensor_bytes
+
+__all__ = ["FsspecWriter"]
+
+#: A rank's data is spread over objects of about this size, uploaded in parallel.
+OBJECT_SIZE = 32 << 20
+#: Most data objects per rank.
+_MAX_OBJECTS = 64
+#: Uploads at once, whatever ``thread_count`` (the number of objects) is.
+_MIN_STREAMS = 4
+#: Bytes buffered by an object's stream before it uploads them as one part.
+_UPLOAD_PART = 64 << 20
+
+
+def _payload_bytes(item: WriteItem) -> int:
+    if item.tensor_data is None:
+        return 0
+    return int(item.tensor_data.chunk.sizes.numel()) * item.tensor_data.properties.dtype.itemsize
+
+
+class FsspecWriter(FileSystemWriter):
+    """Drop-in for ``torch.distributed.checkpoint.FsspecWriter`` writing Inert's formats to any fsspec URL.
+
+    ``path`` is a URL (``s3://bucket/ckpt``); ``storage_options`` (or, as with DCP's class, extra
+    keyword arguments) go to the filesystem, e.g. ``{"endpoint_url": ...}`` for s3fs.
+
+    >>> dcp.save(state, storage_writer=FsspecWriter("s3://bucket/ckpt"))  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        single_file_per_rank: bool = True,
+        sync_files: bool = True,
+        thread_count: int = 1,
+        per_thread_copy_ahead: int = 10_000_000,
+        overwrite: bool = True,
+        _extensions: Any = None,
+        serialization_format: Any = None,
+        *,
+        storage_options: dict[str, Any] | None = None,
+        cache_staged_state_dict: bool = False,
+        object_size: int = OBJECT_SIZE,
+        **kwargs: Any,
+    ) -> None:
+        if _extensions:  # compressed records are written by FileSystemWriter only, for now
+            raise ValueError("inert.torch.FsspecWriter takes no stream extensions (compression: FileSystemWriter)")
+        super().__init__(os.fspath(path), single_file_per_rank, sync_files, thread_count, per_thread_copy_ahead,
+                         cache_staged_state_dict, overwrite, None,
+                         DEFAULT_SERIALIZATION_FORMAT if serialization_format is None else serialization_format)
+        self.storage_options = {**(storage_options or {}), **kwargs}
+        self.object_size = max(1, object_size)
+        self._open(os.fspath(path))
+
+    def _open(self, url: str) -> None:
+        self.url = url
+        self.path = url  # type: ignore[assignment]  # messages name the URL
+        self.store, self.root = filesystem(url, self.storage_options)
+
+    def reset(self, checkpoint_id: str | os.PathLike[str] | None = None) -> None:
+        super().reset(None)
+        if checkpoint_id:
+            self._open(os.fspath(checkpoint_id))
+
+    def _metadata_path(self, rank: int | None = None) -> Any:
+        return join(self.root, ".metadata" if rank is None else f"__{rank}.metadata")
+
+    def _make_root(self) -> None:
+        request("creating", self.store, self.root, self.store.makedirs, self.root, exist_ok=True)
+
+    def _exists(self, path: Any) -> bool:
+        return bool(request("checking", self.store, path, self.store.exists, path))
+
+    def _remove(self, path: Any) -> None:
+        request("removing", self.store, path, self.store.rm_file, path)
+
+    def _file_count(self, items: list[WriteItem]) -> int:
+        total = sum(_payload_bytes(item) for item in items)
+        return min(max(self.thread_count, math.ceil(total / self.object_size)), _MAX_OBJECTS)
+
+    def _write_jobs(self, jobs: list[tuple[str, list[WriteItem]]], planner: SavePlanner,
+                    values: dict[Any, list[Any]]) -> list[WriteResult]:
+        paths = [join(self.root, name) for name, _ in jobs]
+        try:
+            with ThreadPoolExecutor(max(self.thread_count, _MIN_STREAMS)) as pool:
+                futures = [pool.submit(self._upload, path, name, items, planner, values)
+                           for path, (name, items) in zip(paths, jobs, strict=True)]
+                try:
+                    return [result for future in futures for result in future.result()]
+                except BaseException:
+                    pool.shutdown(cancel_futures=True)  # a failed save uploads no further objects
+                    raise
+        except BaseException:
+            remove_quietly(self.store, paths)
+            raise
+
+    def _upload(self, path: str, name: str, items: list[WriteItem], planner: SavePlanner,
+                values: dict[Any, list[Any]]) -> list[WriteResult]:
+        """One data object, its records streamed in file order; each record's result."""
+        head, slots = _layout(items, values)
+        stream = open_for_writing(self.store, path, _UPLOAD_PART)
+
+        def write(data: Any) -> None:
+            request("writing", self.store, path, stream.write, data)
+
+        try:
+            write(head)
+            pos = len(head)
+            results = []
+            for slot in slots:
+                if slot.offset > pos:
+                    write(bytes(slot.offset - pos))
+                crc = self._stream_record(write, slot, planner)
+                pos = slot.offset + slot.length
+                results.append(WriteResult(index=slot.item.index, size_in_bytes=slot.length,
+                                           storage_data=InertStorageInfo(name, slot.offset, slot.length, crc32=crc)))
+            request("completing", self.store, path, stream.close)
+        except BaseException:
+            abandon(stream)
+            raise
+        return results
+
+    @staticmethod
+    def _stream_record(write: Any, slot: _Slot, planner: SavePlanner) -> int:
+        """Write one record; return its CRC-32 (a tensor's taken a block at a time, just before the block goes)."""
+        if slot.item.type == WriteItemType.BYTE_IO:
+            write(slot.head)
+            return int(_COUNT.unpack(slot.head[-4:])[0])
+        data = tensor_bytes(resolve_tensor(slot.item, planner))[1]  # the view keeps a contiguous copy alive
+        write(slot.head)
+        crc = crc32(slot.head)
+        for at in range(0, len(data), BLOCK):
+            block = data[at : at + BLOCK]
+            crc = crc32(block, crc)
+            write(block)
+        write(_COUNT.pack(crc))
+        return crc
+
+    def _commit(self, final: Any, data: bytes) -> None:
+        commit(self.store, final, data, exclusive=False, sync=self.sync_files)
+
+    def storage_meta(self) -> Any:
+        meta = super().storage_meta()
+        if meta is not None:
+            meta.checkpoint_id = self.url
+        return meta
+
+    @property
+    def checkpoint_id(self) -> str | os.PathLike[str]:
+        return self.url
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike[str]) -> bool:
+        return is_url(checkpoint_id)

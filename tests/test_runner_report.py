@@ -1,0 +1,45 @@
+"""The runner's report says what an implementer needs to act on a failure, without opening files."""
+
+from __future__ import annotations
+
+import io
+
+from inert.conformance._corpus import load_corpus
+from inert.conformance._protocol import Response
+from inert.conformance._runner import FAIL, Report, Result, _mismatch, cases
+
+
+def _vector(fmt: str, name: str):  # type: ignore[no-untyped-def]
+    return next(v for v in load_corpus(formats=[fmt]) if v.name == name)
+
+
+def test_a_failure_names_the_vector_its_description_and_the_rule_it_pins() -> None:
+    vector = _vector("checkpoint-shard.record", "ValueMapKeyRepeated")
+    report = Report([Result(vector.test_name, "g", FAIL, "expected reject invalid-value, got accept {}", vector)])
+    out = io.StringIO()
+    report.write(out, verbose=True)
+    text = out.getvalue()
+    assert "corpus/checkpoint-shard.record/v1/ValueMapKeyRepeated.json: the key 'a' twice" in text
+    assert "rule: value.key-order" in text
+    assert f"input: {vector.data.hex()}" in text
+
+
+def test_the_rule_of_a_vector_that_names_none_is_traced() -> None:
+    vector = _vector("shm-descriptor", next(v.name for v in load_corpus(formats=["shm-descriptor"])
+                                             if v.accepted is None and v.value is None and "Beyond" in v.name))
+    out = io.StringIO()
+    Report([Result(vector.test_name, "g", FAIL, "x", vector)]).write(out)
+    assert "rule: shm-descriptor.inside" in out.getvalue()
+    assert "input:" not in out.getvalue()  # hex only with --verbose
+
+
+def test_long_values_are_shown_as_their_first_difference_never_cut_silently() -> None:
+    vector = _vector("checkpoint-shard.record", "ValueMap16Min")
+    (decode, *_) = cases([vector])
+    expected = decode.outcomes[0].text
+    got = expected[:100] + "X" + expected[101:] + "TAIL" * 100
+    detail = _mismatch(decode, Response("accept", got.encode()))
+    assert "differ at character 100" in detail and f"expected {len(expected)} characters, got {len(got)}" in detail
+    assert expected[60:100] in detail and "X" in detail
+    short = _mismatch(decode, Response("reject", kind="limit"))
+    assert short.startswith("expected accept") and short.endswith("got reject limit")
