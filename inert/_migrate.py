@@ -343,12 +343,12 @@ def migrate(src: str, dst: str, *, show_progress: bool = True) -> Migration:
     from inert._verify import verify_path
     from inert.torch import TORCH_VERSION
 
-    # Before anything is read: the load below runs through dcp.load, which 2.2 runs only in a
-    # process group and 2.3 runs dropping nested values.
-    if TORCH_VERSION < (2, 4):
-        raise CommandError(f"migrate needs PyTorch 2.4 or later (found {torch.__version__})")
     _check_dirs(src, dst)
     metadata = _read_metadata(src)
+    # Before any tensor or value is read: the load below runs through dcp.load, which 2.2 runs
+    # only in a process group and 2.3 runs dropping nested values.
+    if TORCH_VERSION < (2, 4):
+        raise CommandError(f"migrate needs PyTorch 2.4 or later (found {torch.__version__})")
     try:
         tensor_bytes, value_bytes, chunks = _check_metadata(src, metadata)
     except (AttributeError, TypeError, ValueError, KeyError) as exc:  # allowed classes holding the wrong things

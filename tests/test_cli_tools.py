@@ -500,7 +500,7 @@ def test_migrate_without_trust_source_refuses(made: dict[str, Path], tmp_path: P
 
 
 @pytest.mark.skipif(TORCH_VERSION >= (2, 4), reason="2.4 and later migrate (the tests below)")
-def test_migrate_before_2_4_refuses_before_reading(made: dict[str, Path], tmp_path: Path, capsys: Any) -> None:
+def test_migrate_before_2_4_refuses_before_loading(made: dict[str, Path], tmp_path: Path, capsys: Any) -> None:
     code, out, err = run_cli("migrate", "--trust-source", str(made["legacy"]), str(tmp_path / "out"), capsys=capsys)
     assert code == 2 and out == ""
     assert err == f"inert: migrate: migrate needs PyTorch 2.4 or later (found {torch.__version__})\n"
