@@ -24,6 +24,7 @@ from inert.codecs import checkpoint_shard as cs
 
 import inert.torch
 from inert._audit import no_execution
+from inert._errors import InertError
 from inert._value_types import ObjectValue
 from tests.test_torch_dcp import failure, load, save
 
@@ -152,14 +153,24 @@ def test_class_registered_only_when_saved_is_not_rebuilt(tmp_path: Path, registe
     save({"sched": Schedule(1, 2, (0.9, 0.9))}, tmp_path)
     inert.torch.unregister_type(Schedule)
     err = failure(load, {"sched": None}, tmp_path)
-    assert isinstance(err, TypeError)
+    assert isinstance(err, InertError)
     assert f"registered as '{__name__}.Schedule' when it was saved" in str(err)
     assert f"inert.torch.register_type(cls, name='{__name__}.Schedule')" in str(err)
     # Another class under the same name is used only if its fields fit.
     inert.torch.register_type(Window, name=f"{__name__}.Schedule")
     err = failure(load, {"sched": None}, tmp_path)
-    assert isinstance(err, TypeError) and "does not fit the registered Window" in str(err)
+    assert isinstance(err, InertError) and "does not fit the registered Window" in str(err)
     inert.torch.unregister_type(Window)
+
+
+def test_unknown_device_type_is_an_inert_error() -> None:
+    # A device type the grammar allows but this torch does not know: the reader's error, not torch's.
+    from inert._value_types import DeviceValue
+    from inert.torch._values import from_document
+
+    with pytest.raises(InertError, match="device 'nosuchdevice'") as caught:
+        from_document(DeviceValue("nosuchdevice", 0), "dev")
+    assert caught.value.field == "dev"
 
 
 def test_file_names_nothing_importable(tmp_path: Path, registered: None) -> None:
@@ -169,7 +180,7 @@ def test_file_names_nothing_importable(tmp_path: Path, registered: None) -> None
     value = cs.decode_record(record)["body"]["value"]
     from inert.torch._values import from_document
 
-    with pytest.raises(TypeError, match="registered as 'os.system'"):
+    with pytest.raises(InertError, match="registered as 'os.system'"):
         from_document(value, "x")
 
 

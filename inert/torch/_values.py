@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from inert._errors import WriteTypeError
+from inert._errors import InvalidValueError, WriteTypeError
 from inert._value_types import ARRAY_DTYPES, ArrayValue, DeviceValue, DTypeValue, ObjectValue, SizeValue
 
 from ._compat import dtype_name
@@ -188,8 +188,8 @@ def from_document(value: Any, path: str) -> Any:
         try:
             return torch.device(value.type, value.index)
         except RuntimeError as exc:  # a device type this torch does not know
-            raise TypeError(f"{path}: the checkpoint holds device {value.type!r}, which PyTorch {torch.__version__} "
-                            f"does not know ({exc})") from None
+            raise InvalidValueError(_FORMAT, -1, path, f"the checkpoint holds device {value.type!r}, which PyTorch "
+                                    f"{torch.__version__} does not know ({exc})") from None
     if kind is ObjectValue:
         return _rebuild(value, path)
     raise TypeError(f"{path}: {kind.__qualname__} is not a decoded value")  # pragma: no cover - the codec gives none
@@ -198,8 +198,10 @@ def from_document(value: Any, path: str) -> Any:
 def _rebuild(value: ObjectValue, path: str) -> Any:
     cls = _by_name.get(value.name)
     if cls is None:
-        raise TypeError(f"{path}: the checkpoint holds an object registered as {value.name!r} when it was saved; "
-                        f"register that class before loading: inert.torch.register_type(cls, name={value.name!r})")
+        # The file names a class; only the loading program's registry can give one (nothing is imported by name).
+        raise InvalidValueError(_FORMAT, -1, path, f"the checkpoint holds an object registered as {value.name!r} when it "
+                                f"was saved; register that class before loading: "
+                                f"inert.torch.register_type(cls, name={value.name!r})")
     state = from_document(value.state, path)
     try:
         if issubclass(cls, enum.Enum):
@@ -208,4 +210,5 @@ def _rebuild(value: ObjectValue, path: str) -> Any:
             raise TypeError("its state is not a map of field names")
         return cls(**state)
     except (TypeError, ValueError) as exc:
-        raise TypeError(f"{path}: the saved {value.name!r} does not fit the registered {cls.__qualname__}: {exc}") from None
+        raise InvalidValueError(_FORMAT, -1, path, f"the saved {value.name!r} does not fit the registered "
+                                f"{cls.__qualname__}: {exc}") from None
