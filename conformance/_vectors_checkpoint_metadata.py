@@ -282,6 +282,8 @@ def build() -> Corpus:
         lambda m: m["tensors"][1].update(chunk_sizes=[4]), "invalid-value")
     bad("ChunkOffsetBeyondSize", "a chunk starting past its tensor's last row",
         lambda m: m["tensors"][0]["chunk_offsets"].__setitem__(2, 4), "invalid-value")
+    bad("SizeDimensionHuge", "a tensor whose size has a dim of 2**63 (and one of 0), which torch cannot hold",
+        lambda m: m["tensors"][0].update(size=[0, 1 << 63]), "invalid-value")
     bad("SizeProductOverflow", "a tensor of 2**32 x 2**32 elements",
         lambda m: m["tensors"][0].update(size=[1 << 32, 1 << 32]), "invalid-value")
     bad("ChunkEndOverflow", "a chunk whose offset plus size passes 2**64",

@@ -129,6 +129,9 @@ RULES = (
              "tensors[i].chunk_offsets|tensors[i].chunk_sizes",
              "len(chunk_byte_offsets) == len(chunk_byte_lengths) == len(chunk_crcs) == len(chunk_files) and "
              "len(chunk_offsets) == len(chunk_sizes) == len(chunk_files) * len(size)", r"^\d+ values, \d+ chunks"),
+    SpecRule("checkpoint-metadata.size-dimension", "No dimension of a tensor's size exceeds 2**63 - 1 (torch "
+             "holds sizes as signed 64-bit numbers).", "invalid-value", "tensors[i].size[i]",
+             "all(d <= 2**63 - 1 for d in size)", r"^dimension \d+ exceeds 2\*\*63 - 1$"),
     SpecRule("checkpoint-metadata.size-overflow", "The product of a tensor's size is below 2**64.",
              "invalid-value", "tensors[i].size", "prod(size) < 2**64", r"^element count overflows 64 bits"),
     SpecRule("checkpoint-metadata.chunk-inside", "Every chunk lies inside its tensor: in every dim, the chunk's "

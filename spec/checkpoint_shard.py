@@ -183,6 +183,9 @@ FORMAT = Format(
 #: The rules of a tensor record beyond its fields' own (checked after the record's fields, in this order);
 #: dump-shard's row fields hold the same records.
 TENSOR_RULES = (
+    SpecRule("tensor.dimension", "No dimension of shape exceeds 2**63 - 1 (torch and numpy hold sizes as signed "
+             "64-bit numbers), even in a zero-size tensor.", "invalid-value", "shape[i]",
+             "all(d <= 2**63 - 1 for d in shape)", r"^dimension \d+ exceeds 2\*\*63 - 1$"),
     SpecRule("tensor.shape-overflow", "The element count times the itemsize (the product of shape and the "
              "dtype's bytes: 1 for BOOL, the 8-bit ints and floats; 2 for 16-bit; 4 for 32-bit and 8 for 64-bit "
              "types and COMPLEX64; 16 for COMPLEX128) is below 2**64; a zero-size tensor passes whatever its other "

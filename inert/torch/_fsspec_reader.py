@@ -42,7 +42,7 @@ from inert.codecs import checkpoint_shard as shard
 
 from ._metadata import InertStorageInfo
 from ._payload import byte_view, crc32, crc32_combine
-from ._reader import _CRC, _HEAD_MAX, _SCRATCH, FileSystemReader, Resolve, _Buffers, _check_crc
+from ._reader import _CRC, _HEAD_MAX, _SCRATCH, FileSystemReader, Placed, Resolve, _Buffers, _check_crc
 from ._threads import SharedTasks
 
 __all__ = ["FsspecReader", "PART_SIZE"]
@@ -192,8 +192,11 @@ class FsspecReader(FileSystemReader):
     def _root(self) -> str:
         return self.path.path  # type: ignore[attr-defined,no-any-return]
 
-    def _read_file(self, path: Any, limit: int) -> bytes:
-        return read_bounded(self.store, path.path, limit)  # the codec refuses a byte over the limit
+    def _has_file(self, name: str) -> bool:
+        return (self.path / name).exists()
+
+    def _read_file(self, name: str, limit: int) -> bytes:
+        return read_bounded(self.store, join(self._root, name), limit)  # the codec refuses a byte over the limit
 
     def _file_size(self, name: str) -> int:
         if self._sizes is None:
@@ -216,6 +219,29 @@ class FsspecReader(FileSystemReader):
         if len(data) > end - start:
             raise TruncatedError("checkpoint-shard", start, name, f"{len(data)} bytes for a request of {end - start}")
         return data
+
+    def check_headers(self, per_file: dict[str, list[Placed]]) -> None:
+        """Each record's header is what the metadata says, its first bytes fetched alone (see ``_check_head``)."""
+        for name, placed in per_file.items():
+            self.file_version(name)
+            for info, items in placed:
+                self._check_head(name, items[0], info, functools.partial(self._fetch_into, name, info),
+                                 functools.partial(self._record_crcs, name, info))
+
+    def _fetch_into(self, name: str, info: InertStorageInfo, head: memoryview) -> None:
+        data = self._fetch(name, info.offset, info.offset + len(head))
+        if len(data) != len(head):
+            raise TruncatedError("checkpoint-shard", info.offset + len(data), name,
+                                 f"{len(head) - len(data)} bytes needed, the object ends first")
+        head[:] = data
+
+    def _record_crcs(self, name: str, info: InertStorageInfo) -> tuple[int, int]:
+        """The CRC-32 of a (short) record's bytes and the one it stores."""
+        data = memoryview(self._fetch(name, info.offset, info.offset + info.length))
+        if len(data) != info.length:
+            raise TruncatedError("checkpoint-shard", info.offset + len(data), name,
+                                 f"{info.length - len(data)} bytes needed, the object ends first")
+        return crc32(data[:-4]), _CRC.unpack_from(data, info.length - 4)[0]
 
     # -- records ------------------------------------------------------------------------
     def _runs(self, work: list[_Entry]) -> Iterator[list[_Entry]]:

@@ -340,6 +340,10 @@ class FileSystemReader(StorageReader):
         finally:
             os.close(fd)
 
+    def _has_file(self, name: str) -> bool:
+        """Whether the checkpoint holds an entry ``name`` (of any kind: reading it refuses a link or a FIFO by name)."""
+        return os.path.lexists(self.path / name)
+
     def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
         try:
             metadata = self._read_metadata(kwargs.get("rank"))
@@ -351,7 +355,7 @@ class FileSystemReader(StorageReader):
 
     def _read_metadata(self, rank: int | None) -> Metadata:
         name = METADATA_NAME if rank is None else f"__{rank}{METADATA_NAME}"
-        if rank is not None and not os.path.lexists(self.path / name):  # the per-rank fallback: saved with collectives
+        if rank is not None and not self._has_file(name):  # the per-rank fallback: saved with collectives
             name = METADATA_NAME
         path = self.path / name
         data = self._read_file(name, self.max_metadata_size)
@@ -492,19 +496,46 @@ class FileSystemReader(StorageReader):
             raise LimitError("checkpoint-metadata", -1, f"storage_data[{item.storage_index.fqn}].length",
                              f"record of {info.length} bytes exceeds max_len({longest}): {what}")
 
-    def check_header(self, fd: int, name: str, item: ReadItem, info: InertStorageInfo) -> None:
-        """A tensor record's header (its first bytes, at most ``_HEAD_MAX``) decodes as a tensor of the dtype
-        and shape the metadata gives its chunk, read before anything of the record's declared length is
-        allocated (a sparse file places any length at no cost on disk; its header is its first bytes).
+    def check_headers(self, per_file: dict[str, list[Placed]]) -> None:
+        """Each record's header is what the metadata says (``check_header``), before anything is allocated for it."""
+        for name, placed in per_file.items():
+            fd = open_in(self.path, name, "checkpoint-shard")
+            try:
+                self._file_versions[name] = self._file_version(fd, name)
+                for info, record_items in placed:
+                    self.check_header(fd, name, record_items[0], info)
+            finally:
+                os.close(fd)
 
-        A damaged header is named as a damaged record (its CRC-32) when the record is at most
-        ``_NAMED_DAMAGE_MAX`` long; a longer one is named by the field, without reading it all.
-        A bool record's header is checked when it is read (the codec checks its bytes one by one).
+    def check_header(self, fd: int, name: str, item: ReadItem, info: InertStorageInfo) -> None:
+        """A tensor record's header, read from the open file ``fd`` (see ``_check_head``)."""
+
+        def read_head(head: memoryview) -> None:
+            read_into(fd, info.offset, head, None, name)
+
+        def record_crcs() -> tuple[int, int]:
+            return _file_crc(fd, info, name), _CRC.unpack_from(_read_tail(fd, info, name))[0]
+
+        self._check_head(name, item, info, read_head, record_crcs)
+
+    def _check_head(
+        self, name: str, item: ReadItem, info: InertStorageInfo, read_head: Callable[[memoryview], None],
+        record_crcs: Callable[[], tuple[int, int]],
+    ) -> None:
+        """A tensor record's header (its first bytes, at most ``_HEAD_MAX``, which ``read_head`` fills) decodes
+        as a tensor of the dtype and shape the metadata gives its chunk, read before anything of the record's
+        declared length is allocated (a sparse file places any length at no cost on disk; its header is its
+        first bytes).
+
+        A damaged header is named as a damaged record (``record_crcs()``: the CRC-32 its bytes give, the one it
+        stores) when the record is at most ``_NAMED_DAMAGE_MAX`` long; a longer one is named by the field,
+        without reading it all.  A bool record's header is checked when it is read (the codec checks its bytes
+        one by one).
         """
         head = None if self._expected(item, info)[0] == torch.bool else _SCRATCH.view(info.length)
         if head is None:  # (or no address space for the view: the record is read whole, and checked then)
             return
-        read_into(fd, info.offset, head[: min(info.length, _HEAD_MAX)], None, name)
+        read_head(head[: min(info.length, _HEAD_MAX)])
         if head[0] == shard.RecordKind.VALUE:
             self._check_kind({"kind": shard.RecordKind.VALUE}, shard.RecordKind.TENSOR, item, info)
         if head[0] == shard.RecordKindV2.ZSTD:  # a compressed record: its inflated length is checked before inflating
@@ -514,8 +545,7 @@ class FileSystemReader(StorageReader):
             self._check_tensor(record["body"], item, info)
         except InertError:
             if self.verify_checksums and 4 <= info.length <= _NAMED_DAMAGE_MAX:
-                stored = _CRC.unpack_from(_read_tail(fd, info, name))[0]
-                _check_crc(_file_crc(fd, info, name), stored, name, item, info)
+                _check_crc(*record_crcs(), name, item, info)
             raise
 
     def _load_direct(

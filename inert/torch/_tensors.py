@@ -28,7 +28,6 @@ from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, Metadata
 from torch.distributed.checkpoint.planner import LoadItemType, ReadItem
 
 from inert._errors import InvalidValueError, LimitError, TruncatedError
-from inert._files import open_in
 from inert._objstore import is_url
 from inert.codecs import checkpoint_metadata as metadata_codec
 
@@ -79,7 +78,7 @@ def load_tensors(
     if into is None:
         # Records inside their files, and each one's header what the metadata says, before a tensor is
         # allocated: a sparse file places any length at no cost on disk, its header is its first bytes.
-        _check_headers(reader, reader._placed(items))
+        reader.check_headers(reader._placed(items))
         into = {fqn: _new_tensor(fqn, md) for fqn, md in wanted.items()}
     dest = into
 
@@ -164,18 +163,6 @@ def _check_tiling(fqn: str, size: torch.Size, chunks: list[ChunkStorageMetadata]
             raise InvalidValueError("checkpoint-metadata", -1, f"{fqn}.chunks[{index}]",
                                     f"the chunk at {where_at} overlaps another")
         region[...] = True
-
-
-def _check_headers(reader: FileSystemReader, per_file: dict[str, list[tuple[InertStorageInfo, list[ReadItem]]]]) -> None:
-    """Each record's header is what the metadata says (``FileSystemReader.check_header``)."""
-    for name, placed in per_file.items():
-        fd = open_in(reader.path, name, "checkpoint-shard")
-        try:
-            reader._file_versions[name] = reader._file_version(fd, name)
-            for info, record_items in placed:
-                reader.check_header(fd, name, record_items[0], info)
-        finally:
-            os.close(fd)
 
 
 def _new_tensor(fqn: str, md: TensorStorageMetadata) -> torch.Tensor:
