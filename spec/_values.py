@@ -114,9 +114,10 @@ complex, bytearray and the typed extensions do not count.  The limit is the fiel
 format's table); a container that would exceed it is `limit`, checked when its header is read.
 
 The document inside a torch.Size, torch.device or registered object extension (9, 11, 12) is checked
-as a document of its own (pass 1 on its bytes, then its own extensions), with the depth limit reduced
-by one for each of these extensions around it: at the top of the outer document it may nest
-max_depth - 1 levels.  The containers around the extension do not count toward it.
+as a document of its own (pass 1 on its bytes, then its own extensions) whose depth continues from
+the extension's: the extension counts as one level, so with d containers around it (d = 0 at the top)
+its document may nest max_depth - d - 1 levels (a torch.Size in lists 62 deep: its array is at depth
+64, the limit of a 64-deep field).  An extension with no level left for its document is `limit`.
 
 ## Canonical JSON of a value
 
