@@ -236,7 +236,8 @@ def _parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument(
         "--testee", required=True, help=f"command that speaks the testee protocol, or a built-in name ({builtins})"
     )
-    parser.add_argument("--format", action="append", dest="formats", metavar="NAME", help="run only this format and its parts (repeatable; a part, e.g. checkpoint-shard.record, alone)")
+    parser.add_argument("--format", action="append", dest="formats", metavar="NAME",
+                        help="run only this format and its parts (repeatable; a part, e.g. checkpoint-shard.record, alone)")
     parser.add_argument("--failure-list", type=Path, help="file of test names known to fail, one per line")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for each response (default 10)")
     parser.add_argument("--verbose", action="store_true", help="print each failing vector's input bytes in hex")

@@ -234,7 +234,12 @@ The value is the top-level record of the version's table: a file's header (magic
 | Optional | `null` when absent, else the value |
 | Bytes | `{"$bytes": "<base64>"}` (standard alphabet, `=` padding) |
 | non-finite float | `{"$float": "nan" / "inf" / "-inf"}` |
-| MsgPack (a value document) | its value, spelled as [value documents](value_documents.md) says: `{"$tuple": [...]}`, `{"$set": [...]}`, `{"$frozenset": [...]}`, `{"$complex": [real, imag]}`, `{"$bytearray": "<base64>"}`, `{"$bytesio": "<base64>"}`, `{"$array": {...}}`, `{"$arrayscalar": {...}}`, `{"$torch.Size": [...]}`, `{"$torch.dtype": "<name>"}`, `{"$torch.device": [type, index]}`, `{"$object": [name, state]}`, and a map with a bin key or a str key starting with `$` as `{"$map": [[key, value], ...]}` |
+| MsgPack (a value document) | its value, spelled as [value documents](value_documents.md) says: \
+`{"$tuple": [...]}`, `{"$set": [...]}`, `{"$frozenset": [...]}`, `{"$complex": [real, imag]}`, \
+`{"$bytearray": "<base64>"}`, `{"$bytesio": "<base64>"}`, `{"$array": {...}}`, `{"$arrayscalar": {...}}`, \
+`{"$torch.Size": [...]}`, `{"$torch.dtype": "<name>"}`, `{"$torch.device": [type, index]}`, \
+`{"$object": [name, state]}`, and a map with a bin key or a str key starting with `$` as \
+`{"$map": [[key, value], ...]}` |
 
 Every value has exactly this one spelling; the record corpora accept a value of every extension
 code (the `Value*` vectors; in dump-manifest the `TagValue*` ones, in checkpoint-metadata the

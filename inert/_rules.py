@@ -100,7 +100,8 @@ ELEMENT_RULES: dict[str, tuple[SpecRule, ...]] = {
     ),
     "Recursive": (
         SpecRule("grammar.depth", "A recursive element nests at most its max_depth levels (the outermost is "
-                 "level 1), checked where the element starts, before its first byte (its tag) is read.", "limit", "*", "depth <= max_depth", r"^nesting exceeds max_depth"),
+                 "level 1), checked where the element starts, before its first byte (its tag) is read.", "limit",
+                 "*", "depth <= max_depth", r"^nesting exceeds max_depth"),
     ),
     "MsgPack": (
         SpecRule("grammar.document-length", "A value document's byte length is at most its field's max_len, "
