@@ -61,6 +61,8 @@ def _number(value: int) -> str:
     """An integer limit, with its power of two when it is one (``65536 (2**16)``)."""
     if value >= 1024 and value & (value - 1) == 0:
         return f"{value} (2**{value.bit_length() - 1})"
+    if value >= 1023 and value & (value + 1) == 0:
+        return f"{value} (2**{value.bit_length()} - 1)"
     return str(value)
 
 
@@ -75,7 +77,8 @@ def _limits(con: Any) -> str:
     if isinstance(con, Bytes):
         return f"length ≤ {_number(con.max_len)}"
     if isinstance(con, Array):
-        text = f"count ≤ {_number(con.max_count)}; each element ≥ {min_size(con.element)} bytes"
+        smallest = min_size(con.element)
+        text = f"count ≤ {_number(con.max_count)}; each element ≥ {smallest} byte{'s' if smallest != 1 else ''}"
         inner = _limits(con.element)
         return f"{text}; each element: {inner}" if inner else text
     if isinstance(con, Optional):
@@ -422,7 +425,7 @@ def _format_doc(fmt: Format) -> dict[str, str]:
     lines.append(_rules_section(fmt))
     lines.append(_JSON_MAPPING)
     lines.append(_error_catalogue())
-    files[f"{fmt.module_name}.md"] = "\n".join(lines)
+    files[f"{fmt.module_name}.md"] = _with_values(fmt, "\n".join(lines))
     return files
 
 
@@ -443,11 +446,13 @@ def _general(fmt: Format) -> list[str]:
     else:
         lines.append("The input has no header and no size limit of its own: the decoded value is the "
                      "top-level record, and nothing may follow it.")
+    lines.append("In the tables, *offset* counts from the record's first byte (\u2014 where it varies), *width* is "
+                 "the field's bytes (\u2265: its smallest encoding), *limits* every limit of the field and of the "
+                 "elements inside it.  An error's offset counts from the input's first byte.")
     for part, versions in fmt.parts.items():
         names = ", ".join(f"v{v}: [{c.typename}](#{c.typename.lower()})" for v, c in sorted(versions.items()))
         lines.append(
-            f"Part `{part}` (conformance format `{fmt.name}.{part}`; {names}) is read on its own, as a reader "
-            "fetches it by its byte range: no header, no max_size, nothing after it, and its padding and "
+            f"Part `{part}` (conformance format `{fmt.name}.{part}`; {names}) is read on its own: no header, no max_size, nothing after it, and its padding and "
             "offsets counted from its own first byte.")
     if fmt.constants:
         named = ", ".join(f"`{name}` = {_number(value)}" for name, value in sorted(fmt.constants.items()))

@@ -35,7 +35,7 @@ EXTENSIONS: tuple[tuple[int, str, str, str], ...] = (
      "dtype not a DType value `unknown-tag`; BFLOAT16 or a FLOAT8 type `invalid-value`; other than itemsize "
      "bytes `invalid-value`; a BOOL byte other than 0 and 1 `invalid-value`",
      '`{"$arrayscalar": {"data": "<base64>", "dtype": "<DType name>"}}`'),
-    (9, "torch.Size", "a value document (the whole payload; canonical, see the depth rule below) holding an "
+    (9, "torch.Size", "a value document (the whole payload; canonical, its depth as the Depth section says) holding an "
      "array of at most 64 ints, each 0 to 2**63-1; anything else `invalid-value`", '`{"$torch.Size": [...]}`'),
     (10, "torch.dtype", "exactly 1 byte (else `invalid-value`), a DType value 1 to 20, every one allowed "
      "(BFLOAT16 and the FLOAT8 types included; else `unknown-tag`)", '`{"$torch.dtype": "<DType name>"}`'),
