@@ -452,8 +452,8 @@ def _general(fmt: Format) -> list[str]:
     for part, versions in fmt.parts.items():
         names = ", ".join(f"v{v}: [{c.typename}](#{c.typename.lower()})" for v, c in sorted(versions.items()))
         lines.append(
-            f"Part `{part}` (conformance format `{fmt.name}.{part}`; {names}) is read on its own: no header, no max_size, nothing after it, and its padding and "
-            "offsets counted from its own first byte.")
+            f"Part `{part}` (conformance format `{fmt.name}.{part}`; {names}) is read on its own: no header, "
+            "no max_size, nothing after it, and its padding and offsets counted from its own first byte.")
     if fmt.constants:
         named = ", ".join(f"`{name}` = {_number(value)}" for name, value in sorted(fmt.constants.items()))
         lines.append(f"Named constants: {named}.")

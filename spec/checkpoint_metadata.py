@@ -154,9 +154,9 @@ RULES = (
 RULE_ORDER = (
     "the first four are a TensorEntry's: they run as soon as the entry's last field (`chunk_crcs`) is read, "
     "before the next entry, in the order listed (`size-dimension` over the dims in order; `chunk-columns` "
-    "over chunk_byte_offsets, chunk_byte_lengths, chunk_crcs, then chunk_offsets, chunk_sizes; `chunk-inside` "
-    "dim by dim).  The other four run after the whole document and its CRC-32: `file-name` over every file in "
-    "order, then `file-unique` over every file (the second occurrence is named), then each tensor in order "
-    "and then each value in order gets `fqn-unique` then `file-index` (for a tensor, its largest chunk file "
-    "index) before the next entry is looked at."
+    "over chunk_byte_offsets, chunk_byte_lengths, chunk_crcs, then chunk_offsets, chunk_sizes; "
+    "`size-overflow`; `chunk-inside` dim by dim).  The other four run after the whole document and its "
+    "CRC-32: `file-name` over every file in order, then `file-unique` over every file (the second "
+    "occurrence is named), then each tensor in order and then each value in order gets `fqn-unique` then "
+    "`file-index` (for a tensor, its largest chunk file index) before the next entry is looked at."
 )
