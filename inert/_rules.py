@@ -65,7 +65,9 @@ ELEMENT_RULES: dict[str, tuple[SpecRule, ...]] = {
     "any": (
         SpecRule("grammar.truncated", "A field that the input ends before, and a count or length whose elements "
                  "or bytes the remaining input cannot hold (each element at least its smallest encoding), is "
-                 "refused; the offset is where the field starts.", "truncated", "*", "count * min_size(element) "
+                 "refused.  The offset is where the field starts, or for a count the count's own offset, or for "
+                 "the bytes after a length (a string's, a byte string's, a document's) the first of those bytes, "
+                 "after the length and any padding.", "truncated", "*", "count * min_size(element) "
                  "<= remaining", rf"^({_N} bytes needed, {_N} present|{_N} elements need at least|"
                  rf"{_N} padding bytes needed)"),
         SpecRule("grammar.trailing-bytes", "Nothing may follow the top-level value.", "trailing-bytes", "",
