@@ -187,6 +187,8 @@ def build() -> Corpus:
            for i, layout in enumerate(LAYOUTS)))
     ok("NoChunks", "a tensor with no chunks", lambda m: m["tensors"].append(tensor("empty", [0, 5], [])))
     ok("ZeroD", "a 0-d tensor: chunks of 0 values each", lambda m: m["tensors"].append(tensor("scalar", [], [([], [])])))
+    ok("ChunksOverlap", "two chunks of one tensor overlapping, not covering it: not checked",
+       lambda m: m["tensors"].append(tensor("overlap", [8], [([0], [3]), ([1], [3])])))
     ok("ChunkAtEdge", "a chunk ending exactly at its tensor's size",
        lambda m: m["tensors"].append(tensor("edge", [5], [([4], [1])])))
     ok("FileNameAtLimit", "a file name of 255 bytes", lambda m: m["files"].append("f" * MAX_FILE_NAME_LEN))

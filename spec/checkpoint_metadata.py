@@ -22,7 +22,11 @@ may set a lower limit); value documents nest at most 64 levels.
   its record.
 
 Every chunk must lie inside its tensor; fqns are unique (rules
-``checkpoint-metadata.*``).  Whether records lie inside their files and overlap
+``checkpoint-metadata.*``).  Nothing else restricts them: an fqn may be the
+empty string or any UTF-8 (a state dict key like any other); a chunk may be
+zero-size (a 0 among its sizes, at any offset inside its tensor); the chunks
+of a tensor are not checked for overlap nor for covering it; the columns of
+a tensor with no chunk are all empty.  Whether records lie inside their files and overlap
 is checked by the storage reader, which knows the file sizes, before it reads
 a record.
 """
