@@ -277,9 +277,10 @@ Order of the checks, when two rules could both apply:
   (`truncated`, each element at least its type's smallest encoding, given in its section or
   the limits column), then its value (UTF-8, a tag, a boolean, a value document's own rules in
   the order of [value documents](value_documents.md)).
-* A padded `Bytes` field: its length against its limit (`limit`), then the padding's bytes
-  present (`truncated`), then every padding byte zero (`invalid-value`), and only then the
-  data against the bytes present (`truncated`).
+* Padding (a `Padding` field, or the padding inside a padded `Bytes` field) is checked whole:
+  all its bytes present (`truncated`), then every byte zero (`invalid-value`).  A padded
+  `Bytes` field: its length against its limit (`limit`), then its padding so, and only then
+  the data against the bytes present (`truncated`).
 * A record's own rules (the format's rules at the end of this list, and the rules named in
   its Validation line) run after its last field, before anything after the record is read,
   in the order listed (where one rule covers several fields or elements: in their order);
