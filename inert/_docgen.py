@@ -538,6 +538,8 @@ def _index(formats: dict[str, Format]) -> str:
         "",
         "Every rule a reader enforces is numbered on its format's page; [traceability.md](traceability.md)",
         "gives the vectors that pin each one, and [rules.json](rules.json) the same rules as data.",
+        "[value_documents.md](value_documents.md) holds what every format with a value document shares: the",
+        "MessagePack subset, its check order, the extension codes 1 to 12 and their canonical JSON.",
         "",
         "| format | versions | page | rules | vectors: accept | refuse | writers refuse |",
         "|---|---|---|---|---|---|---|",
