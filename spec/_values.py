@@ -99,8 +99,8 @@ A reader checks a document in two passes and refuses the first fault it finds:
    * an ext: its length bytes present, then the length's shortest form, then its code byte present,
      then the code (`value.ext-code`), then the payload present; then a complex's size
      (`value.complex-size`) and NaNs, or a tuple's, set's or frozenset's array (`value.ext-array`,
-     its count's form, the depth, its items, nothing after it: `value.one-document`); the payloads
-     of 3 and 6 to 12 are skipped in this pass;
+     its count's form, the depth, the count against the payload's bytes, its items, nothing after
+     it: `value.one-document`); the payloads of 3 and 6 to 12 are skipped in this pass;
    * after the top value: nothing left (`value.one-document`).
 2. **The payloads of the extensions 6 to 12, in document order** (depth first, in byte order), each
    by the checks of its row below.  A document that breaks a rule of pass 1 anywhere is refused for
