@@ -482,6 +482,8 @@ def build_record(version: int = 1) -> Corpus:
                    {"body": {"kind": "TENSOR", "dtype": "FLOAT32", "shape": [2], "data": b64(bytes(4))}}, "write-value")
     c.refuse_write("UnknownDtype", "dtype FLOAT128",
                    {"body": {"kind": "TENSOR", "dtype": "FLOAT128", "shape": [], "data": b64(bytes(16))}}, "write-value")
+    c.refuse_write("TorchSizeOverDepthLimit", "a torch.Size inside lists 63 deep: its array would be at depth 65",
+                   {"body": {"kind": "VALUE", "value": _lists(63, {"$torch.Size": [2, 3]})}}, "write-value")
     if version >= 2:
         zstd_vectors(c)
     return c
