@@ -21,7 +21,6 @@ from typing import Any
 
 from inert._checks import CHECKPOINT_ITEMSIZES
 from inert._errors import ERROR_CLASSES
-from inert._rules import VALUE_RULES
 from inert.spec._grammar import (
     Array,
     Bool8,
@@ -41,6 +40,7 @@ from inert.spec._grammar import (
     Validate,
     min_size,
 )
+from inert.spec._rules import VALUE_RULES
 from inert.spec._values import EXTENSIONS, VALUE_DOCUMENTS
 
 __all__ = ["outputs"]
