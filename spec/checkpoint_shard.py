@@ -23,7 +23,7 @@ the extension codes 1 to 12 (tuple, complex, bytearray, set, frozenset,
 BytesIO, numpy array and scalar, ``torch.Size``, ``torch.dtype``,
 ``torch.device``, a registered object) with their payloads, and their
 canonical JSON are on the page every format with a value document shares:
-value_documents.md.
+[value documents](value_documents.md).
 
 Version 2 adds compressed records (written when a save asks for
 compression: ``_extensions=[ZStandard()]``).  A record's body may also be
