@@ -39,6 +39,8 @@ from inert._objstore import is_url
 __all__ = ["add_parser", "run", "verify_path", "Report"]
 
 _RANK_METADATA = re.compile(r"__\d+\.metadata\Z")
+#: Tensor records longer than this are checked a block at a time (``FileSystemReader.check_streamed``).
+_STREAMED_MIN = 1 << 20
 
 HELP = """\
 Check a whole Inert checkpoint or dump directory (or one Inert file):
@@ -305,9 +307,15 @@ class _CheckpointCheck:
 
     def _records(self, reader: Any, fds: dict[str, int], work: list[Any], buffers: Any
                  ) -> Generator[tuple[Any, Any], None, None]:
+        from torch.distributed.checkpoint.planner import LoadItemType
+
         def one(name: str, item: Any, info: Any) -> Any:
             try:
                 reader.file_version(name)  # records are decoded by their file's version
+                if item.type == LoadItemType.TENSOR and info.length > _STREAMED_MIN:
+                    reader._check_length(item, info)
+                    if reader.check_streamed(fds[name], name, item, info):  # memory: a block, not the record
+                        return None
                 [(_item, _loaded, buffer)] = reader._load(fds[name], name, info, [item], buffers, None)
             except (InertError, RuntimeError, OSError) as exc:  # RuntimeError: a dtype this torch lacks
                 return exc
