@@ -161,20 +161,22 @@ def verify_path(path: str, *, keep_going: bool = False, threads: int = 2, show_p
 
 
 def _verify_file(path: str) -> Report:
-    from inert._cli_support import mapped
+    from inert._cli_support import file_bytes, read_head
     from inert._inspect import _magic_codecs
 
     report = Report("file", files=1)
     try:
-        with mapped(path) as view:
-            report.bytes = len(view)
-            module = next((m for magic, m in _magic_codecs().items() if bytes(view[: len(magic)]) == magic), None)
-            if module is None:
-                from inert._checks import describe_foreign
+        head = read_head(path)
+        module = next((m for magic, m in _magic_codecs().items() if head.startswith(magic)), None)
+        if module is None:
+            from inert._checks import describe_foreign
 
-                report.problems.append(f"{path}: not an Inert file: {describe_foreign(bytes(view[:16]))}")
-                return report
-            doc = module.decode(view)
+            report.bytes = os.path.getsize(path)
+            report.problems.append(f"{path}: not an Inert file: {describe_foreign(head)}")
+            return report
+        view = file_bytes(path, format=module.FORMAT, limit=module.MAX_SIZE)
+        report.bytes = len(view)
+        doc = module.decode(view)
     except InertError as exc:
         report.problems.append(f"{path}: {exc}")
         return report

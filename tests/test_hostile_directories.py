@@ -348,3 +348,53 @@ def test_inert_torch_load_raises_the_inert_error_with_dcp_exception_as_cause(che
         inert.torch.load({"w": torch.zeros(64, 64), "v": {"step": 0}}, checkpoint)
     except Exception as exc:  # noqa: BLE001
         assert isinstance(exc, InertError)
+
+
+# -- inert inspect FILE / inert verify FILE while another process truncates the file ------------------------------
+
+_INSPECT_VERIFY_LOOP = """
+import sys, time
+from inert import InertError
+from inert._cli_support import CommandError
+from inert._inspect import inspect_path
+from inert._verify import verify_path
+end, outcomes = time.monotonic() + float(sys.argv[2]), set()
+while time.monotonic() < end:
+    try:
+        outcomes.add("verified" if verify_path(sys.argv[1], show_progress=False).ok else "refused")
+        inspect_path(sys.argv[1])
+        outcomes.add("inspected")
+    except (InertError, CommandError):
+        outcomes.add("refused")
+print(sorted(outcomes))
+"""
+
+
+_TRUNCATE_AND_RESTORE = """
+import os, sys, time
+path, data, hold = sys.argv[1], open(sys.argv[1], "rb").read(), float(sys.argv[3])
+end = time.monotonic() + float(sys.argv[2])
+while time.monotonic() < end:
+    os.truncate(path, 4096)
+    time.sleep(hold)
+    with open(path, "r+b") as out:
+        out.write(data)
+    time.sleep(hold)
+"""
+
+
+def test_inspect_and_verify_of_a_named_file_survive_truncation_by_another_process(tmp_path: Path) -> None:
+    """One data file named on the command line is read into private memory, not mapped: a file truncated
+    and restored by another process while it is read makes a refusal or a whole result, never a SIGBUS."""
+    path = tmp_path / "ckpt"
+    dcp.save({"w": torch.randn(2048, 2048)}, storage_writer=FileSystemWriter(path), **ONE)  # 16 MiB
+    data = _data_file(path)
+    loop = subprocess.Popen([sys.executable, "-c", _TRUNCATE_AND_RESTORE, str(data), "8", "0.01"])
+    try:
+        result = subprocess.run([sys.executable, "-c", _INSPECT_VERIFY_LOOP, str(data), "6"], capture_output=True,
+                                text=True, timeout=300)
+    finally:
+        loop.kill()
+        loop.wait()
+    assert result.returncode == 0, (result.returncode, result.stderr[-2000:])
+    assert "refused" in result.stdout or "verified" in result.stdout, result.stdout
