@@ -456,11 +456,11 @@ def test_data_file_rewritten_during_load_is_an_inert_error_never_wrong_data(tmp_
 
     def one_of_each() -> str:
         seen = []
-        for load in (lambda: same(load_tensors(tmp_path / "a")),
+        for attempt_load in (lambda: same(load_tensors(tmp_path / "a")),
                      lambda: _dcp_load(tmp_path / "a", state),
                      lambda: _inert_load(tmp_path / "a", state)):
             try:
-                seen.append("loaded" if load() else "WRONG DATA")
+                seen.append("loaded" if attempt_load() else "WRONG DATA")
             except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
                 seen.append("refused" if _inert_failure(exc) else f"other: {exc!r}")
         report = verify_path(str(tmp_path / "a"), show_progress=False)
