@@ -355,9 +355,9 @@ def test_inert_torch_load_raises_the_inert_error_with_dcp_exception_as_cause(che
 _INSPECT_VERIFY_LOOP = """
 import sys, time
 from inert import InertError
-from inert._cli_support import CommandError
-from inert._inspect import inspect_path
-from inert._verify import verify_path
+from inert.cli.support import CommandError
+from inert.cli.inspect import inspect_path
+from inert.cli.verify import verify_path
 end, outcomes = time.monotonic() + float(sys.argv[2]), set()
 while time.monotonic() < end:
     try:
@@ -442,7 +442,7 @@ def test_data_file_rewritten_during_load_is_an_inert_error_never_wrong_data(tmp_
     """A data file rewritten in place by another process (another checkpoint's bytes, same layout) during
     ``load_tensors``, ``dcp.load``, ``inert.torch.load`` and ``inert verify``: each load returns exactly the
     saved tensors or raises an InertError (a CRC-32 mismatch), never other values silently."""
-    from inert._verify import verify_path
+    from inert.cli.verify import verify_path
 
     state = {"big": torch.randn(2048, 2048), "a": torch.randn(300), "b": torch.arange(5000), "v": {"step": 3}}
     dcp.save(state, storage_writer=FileSystemWriter(tmp_path / "a"), **ONE)
@@ -491,7 +491,7 @@ def test_dump_shard_rewritten_during_load_gives_whole_rows_or_an_inert_error(tmp
     bound the format sets: each row record carries its own CRC-32 and the manifest none, so a record is
     read whole from one version or refused, never mixed; a shard wholly replaced by another dump's rows
     of the same layout is not detectable (the rows it returns are then that dump's, each whole)."""
-    from inert._verify import verify_path
+    from inert.cli.verify import verify_path
 
     rows = [Row(f"k{i}", i, {"x": torch.arange(4096) + i}, {}) for i in range(64)]
     dump(rows, tmp_path / "a", owners=1)
