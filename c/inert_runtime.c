@@ -326,3 +326,86 @@ int inert_i128_cmp(inert_i128 a, inert_i128 b) {
     if (a.lo != b.lo) return a.lo < b.lo ? -1 : 1;
     return 0;
 }
+
+inert_i128 inert_i128_make(int64_t hi, uint64_t lo) {
+    inert_i128 x = {lo, hi};
+    return x;
+}
+
+/* |a| as a 128-bit magnitude, the sign apart. */
+static void magnitude(inert_i128 a, int *negative, uint64_t *hi, uint64_t *lo) {
+    *negative = a.hi < 0;
+    if (*negative) a = inert_i128_neg(a);
+    *hi = (uint64_t)a.hi;
+    *lo = a.lo;
+}
+
+inert_i128 inert_i128_mul_sat(inert_i128 a, inert_i128 b) {
+    static const uint64_t limit_hi = (uint64_t)1 << 36; /* 2**100 = limit_hi * 2**64 */
+    int na, nb;
+    uint64_t ah, al, bh, bl;
+    magnitude(a, &na, &ah, &al);
+    magnitude(b, &nb, &bh, &bl);
+    inert_i128 x;
+    if ((!ah && !al) || (!bh && !bl)) return inert_i128_from_u64(0);
+    if (ah >= limit_hi || bh >= limit_hi || (ah && bh)) {
+        x = inert_i128_make((int64_t)limit_hi, 0);
+    } else {
+        /* at most one high word is nonzero: (h * 2**64 + l) * m with m < 2**64 */
+        uint64_t h = ah ? ah : bh, l = ah ? al : (bh ? bl : al), m = ah ? bl : (bh ? al : bl);
+        uint64_t ll = l & 0xffffffffu, lh = l >> 32, ml = m & 0xffffffffu, mh = m >> 32;
+        uint64_t p0 = ll * ml, p1 = ll * mh, p2 = lh * ml, p3 = lh * mh;
+        uint64_t mid = (p0 >> 32) + (p1 & 0xffffffffu) + (p2 & 0xffffffffu);
+        uint64_t lo = (p0 & 0xffffffffu) | (mid << 32);
+        uint64_t carry = p3 + (p1 >> 32) + (p2 >> 32) + (mid >> 32); /* the high word of l * m, < 2**64 */
+        /* h * m + carry, which saturates once it reaches limit_hi */
+        if (h && m >= (limit_hi + h - 1) / h) {
+            x = inert_i128_make((int64_t)limit_hi, 0);
+        } else {
+            uint64_t hi = h * m + carry;
+            x = (hi > limit_hi || (hi == limit_hi && lo) || hi < carry) ? inert_i128_make((int64_t)limit_hi, 0)
+                                                                         : inert_i128_make((int64_t)hi, lo);
+        }
+    }
+    return na != nb ? inert_i128_neg(x) : x;
+}
+
+inert_i128 inert_i128_div(inert_i128 a, inert_i128 b) {
+    if (a.hi || b.hi || !b.lo) return inert_i128_from_u64(0);
+    return inert_i128_from_u64(a.lo / b.lo);
+}
+
+inert_i128 inert_i128_mod(inert_i128 a, inert_i128 b) {
+    if (a.hi || b.hi || !b.lo) return inert_i128_from_u64(0);
+    return inert_i128_from_u64(a.lo % b.lo);
+}
+
+/* -- named checks ------------------------------------------------------------------------------ */
+
+unsigned inert_numpy_itemsize(const uint8_t *s, size_t len) {
+    if (len < 3 || len > 4) return 0;
+    uint8_t order = s[0], kind = s[1];
+    if (order != '<' && order != '>' && order != '|') return 0;
+    if (s[2] < '1' || s[2] > '9' || (len == 4 && (s[3] < '0' || s[3] > '9'))) return 0; /* no leading zero */
+    unsigned n = len == 4 ? (unsigned)(s[2] - '0') * 10u + (unsigned)(s[3] - '0') : (unsigned)(s[2] - '0');
+    int ok;
+    switch (kind) {
+        case 'b': ok = n == 1; break;
+        case 'i': case 'u': ok = n == 1 || n == 2 || n == 4 || n == 8; break;
+        case 'f': ok = n == 2 || n == 4 || n == 8; break;
+        case 'c': ok = n == 8 || n == 16; break;
+        default: ok = 0;
+    }
+    if (!ok || (order == '|') != (n == 1)) return 0;
+    return n;
+}
+
+int inert_named_plain_file_name(const uint8_t *s, size_t len) {
+    if (len < 1 || len > 255 || s[0] == '.' || s[0] == '-') return 0;
+    for (size_t k = 0; k < len; k++) {
+        uint8_t c = s[k];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-'))
+            return 0;
+    }
+    return 1;
+}

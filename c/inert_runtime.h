@@ -184,6 +184,20 @@ inert_i128 inert_i128_add(inert_i128 a, inert_i128 b);
 inert_i128 inert_i128_sub(inert_i128 a, inert_i128 b);
 inert_i128 inert_i128_neg(inert_i128 a);
 int inert_i128_cmp(inert_i128 a, inert_i128 b);
+/* hi * 2**64 + lo. */
+inert_i128 inert_i128_make(int64_t hi, uint64_t lo);
+/* a * b, exact while |a * b| <= 2**100, else +-2**100 (the rule language's products saturate there). */
+inert_i128 inert_i128_mul_sat(inert_i128 a, inert_i128 b);
+/* a // b and a % b of operands 0 to 2**64 - 1 (else 0); a divisor 0 gives 0. */
+inert_i128 inert_i128_div(inert_i128 a, inert_i128 b);
+inert_i128 inert_i128_mod(inert_i128 a, inert_i128 b);
+
+/* -- named checks of the declared rules (inert/_rule_expr.py NAMED), written once for every format -- */
+
+/* The bytes per element of a numpy dtype string Inert accepts (`|b1`, `<f4`, ...; inert._checks.dtype_itemsize), or 0. */
+unsigned inert_numpy_itemsize(const uint8_t *s, size_t len);
+/* A plain file name: 1 to 255 of A-Z a-z 0-9 _ . -, the first not . or - (inert._checks._FILE_NAME_RE). */
+int inert_named_plain_file_name(const uint8_t *s, size_t len);
 
 #ifdef __cplusplus
 }

@@ -149,14 +149,11 @@ def check_array_sample(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str,
 def check_sample_range(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str] | None:
     """The rules of DALI's SampleRange: a non-empty-or-empty range with a slice inside it."""
     start, end = value["start"], value["end"]
-    if start < 0:
-        return "start", f"{start} is negative"
+    for name in ("start", "iteration", "epoch"):  # the order of rule shm-message.range-non-negative
+        if value[name] < 0:
+            return name, f"{value[name]} is negative"
     if end < start:
         return "end", f"{end} is before start {start}"
-    if value["iteration"] < 0:
-        return "iteration", f"{value['iteration']} is negative"
-    if value["epoch"] < 0:
-        return "epoch", f"{value['epoch']} is negative"
     slice_start, slice_end = value["slice_start"], value["slice_end"]
     if not 0 <= slice_start <= end - start:
         return "slice_start", f"{slice_start} lies outside 0..{end - start}"
@@ -284,9 +281,6 @@ def check_tensor_entry(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str,
     """A tensor entry's chunk columns agree in length, every chunk lies inside the tensor, and no dimension
     exceeds 2**63 - 1."""
     size = value["size"]
-    fault = _dims_fault(size, "size")
-    if fault is not None:
-        return fault
     ndim = len(size)
     count = len(value["chunk_files"])
     for name in ("chunk_byte_offsets", "chunk_byte_lengths", "chunk_crcs"):
@@ -295,6 +289,9 @@ def check_tensor_entry(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str,
     for name in ("chunk_offsets", "chunk_sizes"):
         if len(value[name]) != count * ndim:
             return name, f"{len(value[name])} values, {count} chunks of {ndim} dims need {count * ndim}"
+    fault = _dims_fault(size, "size")
+    if fault is not None:
+        return fault
     if _product(size, 1) is None:
         return "size", "element count overflows 64 bits"
     offsets, sizes = value["chunk_offsets"], value["chunk_sizes"]

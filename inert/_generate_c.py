@@ -28,6 +28,8 @@ from typing import Any
 from construct.expr import BinExpr, UniExpr
 from construct.expr import Path as ExprPath
 
+from inert import _rule_expr
+from inert._generate_c_rules import CField, StepCompiler
 from inert.spec import FORMATS
 from inert.spec._grammar import (
     Array,
@@ -131,6 +133,11 @@ class _Module:
         self.functions: list[str] = []
         self.prototypes: list[str] = []
         self.unchecked: list[str] = []
+        #: The declared rules checked on each record (by typename), and the names their checks may use.
+        self.rules = _rule_expr.record_rules(fmt)
+        self.constants = _rule_expr.constants(sys.modules[f"inert.spec.{fmt.module_name}"])
+        #: Static tables the rules' statements use (name -> C definition).
+        self.tables: dict[str, str] = {}
 
     def reader(self, con: Record | Union) -> str:
         if id(con) not in self.names:
@@ -216,7 +223,7 @@ class _Emitter:
         start = self.fresh("start")
         self.emit(ind, f"size_t {start} = *off;")
         self.emit(ind, f"(void){start};")
-        fields: dict[str, tuple[str, bool]] = {}  # name -> (local, signed) for the rules
+        fields: dict[str, CField] = {}  # what the rules may read
         for name, sub in con.fields:
             wrap = f"inert_within(r, {_c_string(name)})"
             if isinstance(sub, Padding):
@@ -228,11 +235,15 @@ class _Emitter:
                 self.emit(ind, f"uint32_t {crc};")
                 self.emit(ind, f"if (inert_read_crc32(r, off, {start}, &{crc})) return {wrap};")
                 self.visit(ind, f"uint64(r->user, {crc})")
-                fields[name] = (crc, False)
+                fields[name] = CField("num", crc)
                 continue
             held = self.value(sub, wrap, ind)
             if held is not None:
                 fields[name] = held
+        if con.typename in self.mod.rules:
+            # The declared rules state every check of the record (a test holds them to the Python checks).
+            self.rules(con, fields, start, ind)
+            return
         for check in con.checks:
             name = _check_name(check)
             expr = getattr(check, "expr", None)
@@ -254,9 +265,27 @@ class _Emitter:
                 f"return inert_fail(r, {kind}, {start}, {_c_string(check.field)}, \"%s\", {_c_string(reason)});",
             )
 
-    def value(self, sub: Any, wrap: str, ind: int) -> tuple[str, bool] | None:
-        """Read one value of ``sub`` and report it; on a fault return ``wrap``.  The local holding a
-        fixed-size value, and whether it is signed, for the record's rules."""
+    def rules(self, con: Record, fields: dict[str, CField], start: str, ind: int) -> None:
+        """The steps of the rules declared on ``con``, in declaration order: the first that fails is the fault."""
+        names: dict[str, Any] = {**self.mod.constants, **_rule_expr.tag_members(con)}
+        compiler = StepCompiler(fields, names, self.mod.fmt.params, self.mod.tables, self.fresh)
+        for rule, steps in self.mod.rules[con.typename]:
+            kind = _KINDS[rule.kind]
+            reason = _c_string(f"{rule.id}: {rule.sentence}")
+            for step in steps:
+                if step.field.endswith("[i]"):
+                    field = self.fresh("field")
+                    fail = (f"char {field}[{len(step.field) + 24}]; snprintf({field}, sizeof {field}, \"%s[%llu]\", "
+                            f"{_c_string(step.field[:-3])}, (unsigned long long)@INDEX@); "
+                            f"return inert_fail(r, {kind}, {start}, {field}, \"%s\", {reason});")
+                else:
+                    fail = f"return inert_fail(r, {kind}, {start}, {_c_string(step.field)}, \"%s\", {reason});"
+                self.emit(ind, f"/* {rule.id} */")
+                self.lines.extend(compiler.step(step, ind, fail))
+
+    def value(self, sub: Any, wrap: str, ind: int) -> CField | None:
+        """Read one value of ``sub`` and report it; on a fault return ``wrap``.  What the record's rules may
+        read of it (:class:`CField`), or None."""
         if isinstance(sub, (Record, Union)):
             self.emit(ind, f"if ({self.mod.reader(sub)}(r, off, depth)) return {wrap};")
             return None
@@ -279,13 +308,13 @@ class _Emitter:
             self.emit(ind, f"{ctype} {local};")
             self.emit(ind, f"if ({fn}(r, off, {sub.size}, &{local})) return {wrap};")
             self.visit(ind, f"{event}(r->user, {local})")
-            return local, signed
+            return CField("num", local, signed=signed)
         if isinstance(sub, Bool8):
             local = self.fresh("b")
             self.emit(ind, f"int {local};")
             self.emit(ind, f"if (inert_read_bool(r, off, &{local})) return {wrap};")
             self.visit(ind, f"boolean(r->user, {local})")
-            return local, True
+            return CField("num", local, signed=True)
         if isinstance(sub, Tag):
             local, at, name = self.fresh("t"), self.fresh("at"), self.fresh("name")
             enum_name = sub.enum_cls.__name__
@@ -301,14 +330,14 @@ class _Emitter:
             self.emit(ind + 1, f"return {wrap};")
             self.emit(ind, "}")
             self.visit(ind, f"tag(r->user, {_c_string(enum_name)}, {name}, (int64_t){local})")
-            return local, False
+            return CField("tag", local, enum=sub.enum_cls)
         if isinstance(sub, Utf8):
             text, size = self.fresh("s"), self.fresh("n")
             self.emit(ind, f"const uint8_t *{text};")
             self.emit(ind, f"size_t {size};")
             self.emit(ind, f"if (inert_read_text(r, off, {sub.prefix.size}, {sub.max_len}u, &{text}, &{size})) return {wrap};")
             self.visit(ind, f"text(r->user, {text}, {size})")
-            return None
+            return CField("str", ptr=text, length=size)
         if isinstance(sub, Bytes):
             data, size = self.fresh("d"), self.fresh("n")
             self.emit(ind, f"const uint8_t *{data};")
@@ -319,7 +348,7 @@ class _Emitter:
                 f"return {wrap};",
             )
             self.visit(ind, f"bytes(r->user, {data}, {size})")
-            return None
+            return CField("bytes", ptr=data, length=size)
         if isinstance(sub, MsgPack):
             call = f"inert_read_msgpack(r, off, {sub.prefix.size}, {sub.max_len}ull, {sub.max_depth})"
             self.emit(ind, f"if ({call}) return {wrap};")
@@ -371,7 +400,12 @@ class _Emitter:
                     self.emit(ind + 2, f"r->v->uint64(r->user, inert_load_le({at}, {element.size}));")
                 self.emit(ind + 1, "}")
                 self.emit(ind, "}")
+                start = self.fresh("p")
+                self.emit(ind, f"const uint8_t *{start} = r->buf + *off;")
+                self.emit(ind, f"(void){start};")
                 self.emit(ind, f"*off += (size_t){count} * {element.size};")
+                self.visit(ind, "end_array(r->user)")
+                return CField("arr", ptr=start, length=count, width=element.size, signed=element.low < 0)
             else:
                 self.emit(ind, f"for (uint64_t {index} = 0; {index} < {count}; {index}++) {{")
                 self.value(element, f"(inert_within_index(r, {index}), {wrap})", ind + 1)
@@ -387,7 +421,7 @@ class _Emitter:
         return None
 
 
-def _expr(expr: Any, fields: dict[str, tuple[str, bool]]) -> str:
+def _expr(expr: Any, fields: dict[str, CField]) -> str:
     """A rule's Construct expression as C: comparisons of exact (128-bit) sums of fields and constants."""
     if isinstance(expr, BinExpr):
         if expr.op in _LOGIC:
@@ -400,7 +434,7 @@ def _expr(expr: Any, fields: dict[str, tuple[str, bool]]) -> str:
     raise Untranslatable(f"{type(expr).__name__} is not a condition")
 
 
-def _num(expr: Any, fields: dict[str, tuple[str, bool]]) -> str:
+def _num(expr: Any, fields: dict[str, CField]) -> str:
     if isinstance(expr, bool):
         raise Untranslatable("a boolean constant in arithmetic")
     if isinstance(expr, int):
@@ -411,10 +445,10 @@ def _num(expr: Any, fields: dict[str, tuple[str, bool]]) -> str:
         raise Untranslatable(f"the constant {expr} is beyond 64 bits")
     if isinstance(expr, ExprPath):
         name = expr._Path__field
-        if expr._Path__parent is None or name not in fields:
+        if expr._Path__parent is None or name not in fields or fields[name].kind != "num":
             raise Untranslatable(f"{expr!r} names no fixed-size field read before the rule")
-        local, signed = fields[name]
-        return f"inert_i128_from_{'i' if signed else 'u'}64({local})"
+        field = fields[name]
+        return f"inert_i128_from_{'i' if field.signed else 'u'}64({field.value})"
     if isinstance(expr, BinExpr) and expr.op in _ARITH:
         return f"{_ARITH[expr.op]}({_num(expr.lhs, fields)}, {_num(expr.rhs, fields)})"
     if isinstance(expr, UniExpr) and expr.op is operator.neg:
@@ -478,13 +512,15 @@ def generate(fmt: Format) -> tuple[str, str]:
         title = "\n *\n * Not checked (rules held only as Python functions, or expressions the C emitter cannot translate):\n"
         banner = banner[: -len(" */\n")] + title + listed + " */\n"
     source = [banner]
-    source.append(f"#include \"inert_{fmt.module_name}.h\"\n\n#include <string.h>\n\n")
+    source.append(f"#include \"inert_{fmt.module_name}.h\"\n\n#include <stdio.h>\n#include <string.h>\n\n")
     for enum_name in sorted(mod.enums):
         cases = "".join(f"        case {int(m)}: return {_c_string(m.name)};\n" for m in mod.enums[enum_name])
         source.append(
             f"static const char *name_{enum_name}(uint64_t value) {{\n    switch (value) {{\n{cases}"
             "        default: return NULL;\n    }\n}\n\n"
         )
+    if mod.tables:
+        source.append("\n".join(mod.tables[name] for name in sorted(mod.tables)) + "\n\n")
     source.append("\n".join(mod.prototypes) + "\n\n")
     source.append("\n\n".join(mod.functions) + "\n")
     name = _c_string(fmt.name)

@@ -127,16 +127,19 @@ RULES = (
              "chunk_sizes ndim values per chunk (ndim: the length of size).", "invalid-value",
              "tensors[i].chunk_byte_offsets|tensors[i].chunk_byte_lengths|tensors[i].chunk_crcs|"
              "tensors[i].chunk_offsets|tensors[i].chunk_sizes",
-             "len(chunk_byte_offsets) == len(chunk_byte_lengths) == len(chunk_crcs) == len(chunk_files) and "
-             "len(chunk_offsets) == len(chunk_sizes) == len(chunk_files) * len(size)", r"^\d+ values, \d+ chunks"),
+             "len(chunk_byte_offsets) == len(chunk_files) and len(chunk_byte_lengths) == len(chunk_files) and "
+             "len(chunk_crcs) == len(chunk_files) and len(chunk_offsets) == len(chunk_files) * len(size) and "
+             "len(chunk_sizes) == len(chunk_files) * len(size)", r"^\d+ values, \d+ chunks", on="TensorEntry"),
     SpecRule("checkpoint-metadata.size-dimension", "No dimension of a tensor's size exceeds 2**63 - 1 (torch "
              "holds sizes as signed 64-bit numbers).", "invalid-value", "tensors[i].size[i]",
-             "all(d <= 2**63 - 1 for d in size)", r"^dimension \d+ exceeds 2\*\*63 - 1$"),
+             "all(d <= 2**63 - 1 for d in size)", r"^dimension \d+ exceeds 2\*\*63 - 1$", on="TensorEntry"),
     SpecRule("checkpoint-metadata.size-overflow", "The product of a tensor's size is below 2**64.",
-             "invalid-value", "tensors[i].size", "prod(size) < 2**64", r"^element count overflows 64 bits"),
+             "invalid-value", "tensors[i].size", "prod(size) < 2**64", r"^element count overflows 64 bits",
+             on="TensorEntry"),
     SpecRule("checkpoint-metadata.chunk-inside", "Every chunk lies inside its tensor: in every dim, the chunk's "
              "offset plus its size is at most the tensor's size.", "invalid-value", "tensors[i].chunk_sizes",
-             "all(chunk_offsets[c * ndim + d] + chunk_sizes[c * ndim + d] <= size[d])", r"^a chunk ends beyond size"),
+             "all(chunk_offsets[c * len(size) + d] + chunk_sizes[c * len(size) + d] <= size[d] "
+             "for c in range(len(chunk_files)) for d in range(len(size)))", r"^a chunk ends beyond size", on="TensorEntry"),
     SpecRule("checkpoint-metadata.file-name", "A data file name is " + FILE_NAME_SENTENCE + ".",
              "invalid-value", "files[i]", "re.fullmatch('[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}', name)",
              r"is not a plain file name$"),

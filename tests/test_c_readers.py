@@ -82,13 +82,17 @@ def test_the_c_testee_passes_the_corpus_except_the_rules_held_only_in_python(tes
     assert unsupported == encodes, summary[-3:]
 
 
+#: Vectors of the typed extension codes 6-12 (their names start so), which the C value-document reader refuses.
+_TYPED_VECTOR = re.compile(r"\.(Value|PlannerValue|TagValue)(Array|BytesIO|Object|Registered|Torch)")
+
+
 def test_every_known_failure_is_a_rule_the_c_generator_cannot_emit() -> None:
     listed = read_failure_list(FAILURE_LIST)
     missing = _generate_c.missing_rules()
     formats_with_rules = set(missing)
     for name in listed:
         fmt = name.split(".")[1]
-        assert fmt in formats_with_rules, f"{name}: {fmt} has no rule held only in Python"
+        assert fmt in formats_with_rules or _TYPED_VECTOR.search(name), f"{name}: {fmt} has no rule held only in Python"
 
 
 def _python_outcome(fmt: str, version: int, data: bytes, params: dict[str, object]) -> tuple[str, int, str] | None:
@@ -160,12 +164,22 @@ def _mutants(data: bytes, rng: random.Random, count: int) -> list[bytes]:
 
 
 def _without_python_only_rules(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The interpreted grammar with its Validate rules off: what the C generator can emit today."""
-    from inert.spec import _grammar
+    """The interpreted grammar with the Validate rules off of the records no declared rule is checked on:
+    what the C generator can emit today."""
+    from inert.spec import FORMATS, _grammar
 
+    from inert import _rule_expr
+
+    declared: set[int] = set()
+    for fmt in FORMATS.values():
+        found: dict[str, object] = {}
+        for table in (fmt.versions, *fmt.parts.values()):
+            for con in table.values():
+                _rule_expr._records(con, found, set())
+        declared.update(id(found[name].checks) for name in _rule_expr.record_rules(fmt))  # type: ignore[attr-defined]
     original = _grammar._run_checks
     monkeypatch.setattr(_grammar, "_run_checks", lambda checks, fields, ctx: original(
-        [c for c in checks if isinstance(c, _grammar.Rule)], fields, ctx))
+        checks if id(checks) in declared else [c for c in checks if isinstance(c, _grammar.Rule)], fields, ctx))
 
 
 def test_c_reader_agrees_with_the_grammar_on_damaged_inputs(testee: str, monkeypatch: pytest.MonkeyPatch) -> None:
