@@ -64,7 +64,25 @@ typedef struct {
     uint64_t max_size;
 } inert_params;
 
-typedef enum { INERT_EXT_TUPLE = 1, INERT_EXT_SET = 4, INERT_EXT_FROZENSET = 5 } inert_ext;
+/*
+ * The extension containers of value documents, by their code.  The typed extensions (6 to 12,
+ * inert/_value_types.py) are reported as begin_ext(code, count), `count` values, end_ext:
+ * a BytesIO its bytes (1); an array its dtype tag (DType), its dims as an array and its bytes (3);
+ * an array scalar its tag and bytes (2); a torch.dtype its tag (1); a torch.Size, torch.device
+ * or registered object the value of the document it holds (1).
+ */
+typedef enum {
+    INERT_EXT_TUPLE = 1,
+    INERT_EXT_SET = 4,
+    INERT_EXT_FROZENSET = 5,
+    INERT_EXT_BYTESIO = 6,
+    INERT_EXT_ARRAY = 7,
+    INERT_EXT_ARRAY_SCALAR = 8,
+    INERT_EXT_TORCH_SIZE = 9,
+    INERT_EXT_TORCH_DTYPE = 10,
+    INERT_EXT_TORCH_DEVICE = 11,
+    INERT_EXT_OBJECT = 12
+} inert_ext;
 
 /*
  * What a reader reports.  Records and unions are objects: field(name) then the

@@ -569,6 +569,34 @@ def _crc32_table() -> str:
     )
 
 
+def _value_types_header() -> str:
+    """The tables of the typed extensions of value documents (inert/_value_types.py) for c/inert_msgpack.c."""
+    from inert import _value_types as vt
+    from inert._checks import _DTYPE_NAMES, CHECKPOINT_ITEMSIZES
+
+    count = len(_DTYPE_NAMES)
+    names = ", ".join(["NULL", *(_c_string(n) for n in _DTYPE_NAMES)])
+    sizes = ", ".join(["0", *(str(CHECKPOINT_ITEMSIZES[n]) for n in _DTYPE_NAMES)])
+    in_array = ", ".join(["0", *("1" if n in vt.ARRAY_DTYPES else "0" for n in _DTYPE_NAMES)])
+    top = max(vt.TYPED_CODES)
+    typed = ", ".join(_c_string(vt.TYPED_CODES.get(code, "")) for code in range(top + 1))
+    return (
+        _generated_banner("inert/_value_types.py and the DType of spec/checkpoint_shard.py", None)
+        + "/* The typed extensions of value documents: their names and limits, and the DType tables. */\n"
+        "#ifndef INERT_VALUE_TYPES_H\n#define INERT_VALUE_TYPES_H\n\n#include <stddef.h>\n#include <stdint.h>\n\n"
+        f"#define INERT_DTYPE_COUNT {count}\n#define INERT_DTYPE_BOOL {_DTYPE_NAMES.index('BOOL') + 1}\n"
+        f"#define INERT_TYPED_MAX_NDIM {vt.MAX_NDIM}u\n#define INERT_TYPED_MAX_DEVICE_TYPE {vt.MAX_DEVICE_TYPE}u\n"
+        f"#define INERT_TYPED_MAX_DEVICE_INDEX {vt.MAX_DEVICE_INDEX}u\n"
+        f"#define INERT_TYPED_MAX_OBJECT_NAME {vt.MAX_OBJECT_NAME}u\n\n"
+        "/* By extension code: the name its faults give. */\n"
+        f"static const char *const inert_typed_names[{top + 1}] = {{{typed}}};\n"
+        f"/* By DType value: its name, its itemsize, whether numpy has it (an array's or array scalar's dtype). */\n"
+        f"static const char *const inert_dtype_names[{count + 1}] = {{{names}}};\n"
+        f"static const uint8_t inert_dtype_itemsize[{count + 1}] = {{{sizes}}};\n"
+        f"static const uint8_t inert_dtype_in_array[{count + 1}] = {{{in_array}}};\n\n#endif\n"
+    )
+
+
 def _registry() -> tuple[str, str]:
     header = (
         _generated_banner("inert/spec/__init__.py (FORMATS)", None)
@@ -616,7 +644,7 @@ def _registry() -> tuple[str, str]:
 
 def outputs() -> dict[Path, str]:
     """Every file of ``c/`` that ``inert gen`` writes, with its text."""
-    files = {C_DIR / "inert_crc32_table.h": _crc32_table()}
+    files = {C_DIR / "inert_crc32_table.h": _crc32_table(), C_DIR / "inert_value_types.h": _value_types_header()}
     for fmt in FORMATS.values():
         header, source = generate(fmt)
         files[C_DIR / f"inert_{fmt.module_name}.h"] = header
