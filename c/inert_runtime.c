@@ -41,6 +41,7 @@ void inert_reader_init(inert_reader *r, const char *format, const uint8_t *buf, 
     r->v = v;
     r->user = user;
     r->err = err;
+    r->columns = NULL;
     memset(err, 0, sizeof *err);
     err->format = format;
 }
@@ -408,4 +409,59 @@ int inert_named_plain_file_name(const uint8_t *s, size_t len) {
             return 0;
     }
     return 1;
+}
+
+/* -- columns ----------------------------------------------------------------------------------- */
+
+int inert_column_push(inert_reader *r, inert_column *c, const uint8_t *p, uint64_t n) {
+    if (c->count == c->cap) {
+        size_t cap = c->cap ? 2 * c->cap : 64;
+        inert_item *items = cap <= SIZE_MAX / sizeof *items ? realloc(c->items, cap * sizeof *items) : NULL;
+        if (!items) return inert_fail(r, INERT_NO_MEMORY, 0, "", "a column of %zu items cannot grow", c->count);
+        c->items = items;
+        c->cap = cap;
+    }
+    c->items[c->count].p = p;
+    c->items[c->count].n = n;
+    c->count++;
+    return 0;
+}
+
+void inert_columns_free(inert_column *columns, size_t count) {
+    for (size_t k = 0; k < count; k++) free(columns[k].items);
+}
+
+typedef struct {
+    const uint8_t *p;
+    uint64_t n;
+    uint64_t order; /* 0 for an earlier item, else 1 + its index */
+} ranked;
+
+static int by_bytes_then_order(const void *pa, const void *pb) {
+    const ranked *a = pa, *b = pb;
+    size_t common = (size_t)(a->n < b->n ? a->n : b->n);
+    int c = common ? memcmp(a->p, b->p, common) : 0;
+    if (c) return c;
+    if (a->n != b->n) return a->n < b->n ? -1 : 1;
+    return (a->order > b->order) - (a->order < b->order);
+}
+
+int inert_distinct(inert_reader *r, const inert_column *c, const inert_column *earlier, uint64_t *index) {
+    size_t before = earlier ? earlier->count : 0, total = before + c->count;
+    if (!c->count) return 1;
+    ranked *all = total <= SIZE_MAX / sizeof *all ? malloc(total * sizeof *all) : NULL;
+    if (!all) return inert_fail(r, INERT_NO_MEMORY, 0, "", "%zu items cannot be sorted", total);
+    for (size_t k = 0; k < before; k++) all[k].p = earlier->items[k].p, all[k].n = earlier->items[k].n, all[k].order = 0;
+    for (size_t k = 0; k < c->count; k++)
+        all[before + k].p = c->items[k].p, all[before + k].n = c->items[k].n, all[before + k].order = 1 + (uint64_t)k;
+    qsort(all, total, sizeof *all, by_bytes_then_order); /* equal strings together, in order: the first is the original */
+    uint64_t first = UINT64_MAX;
+    for (size_t k = 1; k < total; k++)
+        if (all[k].order && !by_bytes_then_order(&(ranked){all[k - 1].p, all[k - 1].n, all[k].order}, &all[k]) &&
+            all[k].order - 1 < first)
+            first = all[k].order - 1;
+    free(all);
+    if (first == UINT64_MAX) return 1;
+    *index = first;
+    return 0;
 }

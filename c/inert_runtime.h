@@ -116,6 +116,20 @@ typedef struct {
     void (*bytearray)(void *user, const uint8_t *data, size_t len);
 } inert_visitor;
 
+/* An item of a column (below): a string's or an array's first byte and length or count, or a number (p NULL). */
+typedef struct {
+    const uint8_t *p;
+    uint64_t n;
+} inert_item;
+
+/* A field of every record of an array (a declared rule's `tensors.fqn`), collected while reading for the
+ * rules checked after the record that holds the array.  Its memory grows with the input (one item per
+ * record read) and is freed by the decode function. */
+typedef struct {
+    inert_item *items;
+    size_t count, cap;
+} inert_column;
+
 /* One read of one buffer. */
 typedef struct {
     const uint8_t *buf;
@@ -124,6 +138,7 @@ typedef struct {
     const inert_visitor *v; /* NULL: validate only */
     void *user;
     inert_error *err;
+    inert_column *columns; /* the format's columns (NULL: it has none) */
 } inert_reader;
 
 void inert_reader_init(inert_reader *r, const char *format, const uint8_t *buf, size_t n, const inert_params *params,
@@ -209,6 +224,15 @@ inert_i128 inert_i128_mul_sat(inert_i128 a, inert_i128 b);
 /* a // b and a % b of operands 0 to 2**64 - 1 (else 0); a divisor 0 gives 0. */
 inert_i128 inert_i128_div(inert_i128 a, inert_i128 b);
 inert_i128 inert_i128_mod(inert_i128 a, inert_i128 b);
+
+/* -- columns -- */
+
+/* Append an item (a fault of kind INERT_NO_MEMORY when it cannot grow). */
+int inert_column_push(inert_reader *r, inert_column *c, const uint8_t *p, uint64_t n);
+void inert_columns_free(inert_column *columns, size_t count);
+/* The rule language's distinct(c, earlier) of strings: 1 when no item of c repeats an item before it or one of
+ * `earlier` (NULL: none), else 0 with *index the first that does; -1 (INERT_NO_MEMORY) when it cannot sort. */
+int inert_distinct(inert_reader *r, const inert_column *c, const inert_column *earlier, uint64_t *index);
 
 /* -- named checks of the declared rules (inert/_rule_expr.py NAMED), written once for every format -- */
 

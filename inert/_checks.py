@@ -323,6 +323,8 @@ def check_metadata(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str
             if fqn in seen:
                 return f"{group}[{index}].fqn", f"{fqn!r} appears twice"
             seen.add(fqn)
+    for group in ("tensors", "values"):  # after every fqn: the order of the declared rules
+        for index, entry in enumerate(value[group]):
             file_ids = entry["chunk_files"] if group == "tensors" else (entry["file"],)
             if file_ids and max(file_ids) >= count:
                 return f"{group}[{index}]", f"file index {max(file_ids)} is not below the {count} files"

@@ -138,6 +138,8 @@ class _Module:
         self.constants = _rule_expr.constants(sys.modules[f"inert.spec.{fmt.module_name}"])
         #: Static tables the rules' statements use (name -> C definition).
         self.tables: dict[str, str] = {}
+        #: The columns the rules read, (record typename, field) -> slot in ``r->columns``.
+        self.slots = _rule_expr.columns(fmt)
 
     def reader(self, con: Record | Union) -> str:
         if id(con) not in self.names:
@@ -237,7 +239,14 @@ class _Emitter:
                 self.visit(ind, f"uint64(r->user, {crc})")
                 fields[name] = CField("num", crc)
                 continue
-            held = self.value(sub, wrap, ind)
+            slot = self.mod.slots.get((con.typename, name))
+            per_element = slot is not None and isinstance(sub, Array) and not isinstance(sub.element, Scalar)
+            held = self.value(sub, wrap, ind, slot if per_element else None)
+            if slot is not None and not per_element:
+                assert held is not None, f"{con.typename}.{name}: a column of a field the C reader keeps nothing of"
+                self.push(ind, slot, held, wrap)
+            if per_element and slot is not None:
+                held = _column(slot, sub.element)
             if held is not None:
                 fields[name] = held
         if con.typename in self.mod.rules:
@@ -268,24 +277,40 @@ class _Emitter:
     def rules(self, con: Record, fields: dict[str, CField], start: str, ind: int) -> None:
         """The steps of the rules declared on ``con``, in declaration order: the first that fails is the fault."""
         names: dict[str, Any] = {**self.mod.constants, **_rule_expr.tag_members(con)}
-        compiler = StepCompiler(fields, names, self.mod.fmt.params, self.mod.tables, self.fresh)
+        columns = {}  # ARRAY.field -> its column
+        for name, sub in con.fields:
+            if isinstance(sub, Array) and isinstance(sub.element, Record):
+                for element_name, element in sub.element.fields:
+                    slot = self.mod.slots.get((sub.element.typename, element_name))
+                    if slot is not None:
+                        columns[f"{name}.{element_name}"] = _column(slot, element)
+        compiler = StepCompiler({**fields, **columns}, names, self.mod.fmt.params, self.mod.tables, self.fresh)
         for rule, steps in self.mod.rules[con.typename]:
             kind = _KINDS[rule.kind]
             reason = _c_string(f"{rule.id}: {rule.sentence}")
             for step in steps:
-                if step.field.endswith("[i]"):
+                if "[i]" in step.field:  # the indexes of the failing elements, filled in (@INDEXES@)
                     field = self.fresh("field")
-                    fail = (f"char {field}[{len(step.field) + 24}]; snprintf({field}, sizeof {field}, \"%s[%llu]\", "
-                            f"{_c_string(step.field[:-3])}, (unsigned long long)@INDEX@); "
+                    pattern = _c_string(step.field.replace("%", "%%").replace("[i]", "[%llu]"))
+                    size = len(step.field) + 24 * step.field.count("[i]")
+                    fail = (f"char {field}[{size}]; snprintf({field}, sizeof {field}, {pattern}@INDEXES@); "
                             f"return inert_fail(r, {kind}, {start}, {field}, \"%s\", {reason});")
                 else:
                     fail = f"return inert_fail(r, {kind}, {start}, {_c_string(step.field)}, \"%s\", {reason});"
                 self.emit(ind, f"/* {rule.id} */")
                 self.lines.extend(compiler.step(step, ind, fail))
 
-    def value(self, sub: Any, wrap: str, ind: int) -> CField | None:
+    def push(self, ind: int, slot: int, held: CField, wrap: str) -> None:
+        """Append what the rules read of a field to its column."""
+        if held.kind in ("str", "bytes", "arr"):
+            item = f"{held.ptr}, (uint64_t){held.length}"
+        else:
+            item = f"NULL, (uint64_t){held.value}"
+        self.emit(ind, f"if (inert_column_push(r, &r->columns[{slot}], {item})) return {wrap};")
+
+    def value(self, sub: Any, wrap: str, ind: int, slot: int | None = None) -> CField | None:
         """Read one value of ``sub`` and report it; on a fault return ``wrap``.  What the record's rules may
-        read of it (:class:`CField`), or None."""
+        read of it (:class:`CField`), or None.  ``slot``: an array whose every element goes to that column."""
         if isinstance(sub, (Record, Union)):
             self.emit(ind, f"if ({self.mod.reader(sub)}(r, off, depth)) return {wrap};")
             return None
@@ -408,7 +433,10 @@ class _Emitter:
                 return CField("arr", ptr=start, length=count, width=element.size, signed=element.low < 0)
             else:
                 self.emit(ind, f"for (uint64_t {index} = 0; {index} < {count}; {index}++) {{")
-                self.value(element, f"(inert_within_index(r, {index}), {wrap})", ind + 1)
+                item = self.value(element, f"(inert_within_index(r, {index}), {wrap})", ind + 1)
+                if slot is not None:
+                    assert item is not None, "a column of elements the C reader keeps nothing of"
+                    self.push(ind + 1, slot, item, f"(inert_within_index(r, {index}), {wrap})")
                 self.emit(ind, "}")
             self.visit(ind, "end_array(r->user)")
             return None
@@ -419,6 +447,19 @@ class _Emitter:
         self.emit(ind, f"inert_fail(r, INERT_UNSUPPORTED, *off, \"\", \"no C reader of the {what} element\");")
         self.emit(ind, f"return {wrap};")
         return None
+
+
+def _column(slot: int, element: Any) -> CField:
+    """The column ``slot`` of values of ``element``: strings, numbers or arrays of numbers."""
+    if isinstance(element, Utf8):
+        elem, width = "str", 0
+    elif isinstance(element, (Scalar, Tag)):
+        elem, width = "num", 0
+    elif isinstance(element, Array) and isinstance(element.element, Scalar):
+        elem, width = "arr", int(element.element.size)
+    else:
+        raise Untranslatable(f"a column of {type(element).__name__}")
+    return CField("col", ptr=f"(&r->columns[{slot}])", length=f"r->columns[{slot}].count", width=width, elem=elem)
 
 
 def _expr(expr: Any, fields: dict[str, CField]) -> str:
@@ -535,6 +576,19 @@ def generate(fmt: Format) -> tuple[str, str]:
                 f"    if (inert_read_file_header(&r, &off, {_c_string(fmt.magic)}, {len(fmt.magic)}, versions, "
                 f"{len(fmt.versions)}, version, &version)) return -1;\n"
             )
+        if mod.slots:  # the columns the rules read, freed on every path
+            source.append(f"    inert_column columns[{len(mod.slots)}];\n    int failed;\n")
+            source.append("    memset(columns, 0, sizeof columns);\n    r.columns = columns;\n")
+            source.append("    switch (version) {\n")
+            for v, reader in table.items():
+                source.append(f"        case {v}: failed = {reader}(&r, &off, 0); break;\n")
+            source.append(
+                "        default: failed = inert_fail(&r, INERT_VERSION, 0, \"\", "
+                f"\"version %u is not one of {versions}\", version);\n"
+            )
+            source.append("    }\n    if (!failed) failed = inert_check_end(&r, off);\n")
+            source.append(f"    inert_columns_free(columns, {len(mod.slots)});\n    return failed ? -1 : 0;\n}}\n")
+            continue
         source.append("    switch (version) {\n")
         for v, reader in table.items():
             source.append(f"        case {v}: if ({reader}(&r, &off, 0)) return -1; break;\n")

@@ -23,7 +23,8 @@ __all__ = ["CField", "StepCompiler"]
 @dataclass(frozen=True)
 class CField:
     """A field read into locals: ``kind`` ``num`` (``value``; ``signed``), ``tag`` (``value``, ``enum``),
-    ``str``/``bytes`` (``ptr``, ``length``) or ``arr`` (``ptr``, ``length`` elements of ``width`` bytes)."""
+    ``str``/``bytes`` (``ptr``, ``length``), ``arr`` (``ptr``, ``length`` elements of ``width`` bytes) or
+    ``col``, a column (``ptr`` to its ``inert_column``, ``length`` items of kind ``elem``)."""
 
     kind: str
     value: str = ""
@@ -32,6 +33,7 @@ class CField:
     length: str = ""
     width: int = 0
     enum: Any = None
+    elem: str = ""  # a column's items: str, num or arr
 
 
 @dataclass
@@ -90,13 +92,13 @@ class StepCompiler:
         self.lines, self.ind = [], ind
         label = self.fresh("broken")
         self.broken, self.used_broken = label, False
-        index = self.fresh("index") if "@INDEX@" in fail else None
-        fail = fail.replace("@INDEX@", index or "")
+        indexes = [self.fresh("index") for _ in range(step.field.count("[i]"))]
+        fail = fail.replace("@INDEXES@", "".join(f", (unsigned long long){i}" for i in indexes))
         self.emit("{")
         self.ind += 1
-        if index:
+        for index in indexes:
             self.emit(f"uint64_t {index} = 0;")
-        verdict = self.boolean(step.expr, index)
+        verdict = self.boolean(step.expr, indexes)
         if not self.used_broken:  # no index that may lie beyond its array
             self.emit(f"if (!({verdict})) {{ {fail} }}")
             self.ind -= 1
@@ -120,6 +122,12 @@ class StepCompiler:
             return _Val("num", _const(node.value))
         if isinstance(node, ast.Name):
             return self.name(node.id)
+        if isinstance(node, ast.Attribute):
+            assert isinstance(node.value, ast.Name)
+            column = self.fields.get(f"{node.value.id}.{node.attr}")
+            if column is None:
+                raise RuleSyntaxError(f"{node.value.id}.{node.attr} is no column of the record")
+            return _Val("field", field=column)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             folded = self.fold(node)
             if folded is not None:
@@ -207,17 +215,24 @@ class StepCompiler:
         return name
 
     def sequence(self, node: ast.expr) -> tuple[str, Any]:
-        """An array field or ``range(N)``: (its length as a C size, how to name element ``i``)."""
+        """An array field, a column or ``range(N)``: (its length as a C size, the value of element ``i``)."""
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range":
             bound = self.temp("inert_i128", self.num(node.args[0]))
             length = self.fresh("n")
             self.emit(f"uint64_t {length} = {bound}.hi < 0 ? 0 : {bound}.hi > 0 ? UINT64_MAX : {bound}.lo;")
-            return length, lambda i: f"inert_i128_from_u64({i})"
+            return length, lambda i: _Val("num", self.temp("inert_i128", f"inert_i128_from_u64({i})"))
         val = self.value(node)
-        if val.field is None or val.field.kind not in ("arr", "bytes", "str"):
-            raise RuleSyntaxError(f"{ast.unparse(node)} is not an array")
         f = val.field
-        return f"(uint64_t){f.length}", lambda i: self.element(f, f"(size_t){i}")
+        if f is not None and f.kind == "col":
+            def item(i: str) -> _Val:
+                at = f"{f.ptr}->items[{i}]"
+                if f.elem == "num":
+                    return _Val("num", self.temp("inert_i128", f"inert_i128_from_u64({at}.n)"))
+                return _Val("field", field=CField(f.elem, ptr=f"{at}.p", length=f"(size_t){at}.n", width=f.width))
+            return f"(uint64_t){f.length}", item
+        if f is None or f.kind not in ("arr", "bytes", "str"):
+            raise RuleSyntaxError(f"{ast.unparse(node)} is not an array")
+        return f"(uint64_t){f.length}", lambda i: _Val("num", self.temp("inert_i128", self.element(f, f"(size_t){i}")))
 
     def loop(self, gen: ast.GeneratorExp, body: Any, index: str | None = None) -> None:
         """Nested loops over ``gen``'s generators; ``body()`` emits the innermost statements (its
@@ -231,8 +246,7 @@ class StepCompiler:
             self.emit(f"for (uint64_t {i} = 0; {i} < {length}; {i}++) {{")
             self.ind += 1
             depth += 1
-            item = self.temp("inert_i128", element(i))
-            self.scope[comp.target.id] = _Val("num", item)
+            self.scope[comp.target.id] = element(i)
             if k == 0 and index is not None:
                 self.emit(f"{index} = {i};")
         body()
@@ -246,7 +260,7 @@ class StepCompiler:
         fn = node.func.id
         if fn == "len":
             val = self.value(node.args[0])
-            if val.field is None or val.field.kind not in ("arr", "bytes", "str"):
+            if val.field is None or val.field.kind not in ("arr", "bytes", "str", "col"):
                 raise RuleSyntaxError("len() of an array, a string or bytes")
             return _Val("num", f"inert_i128_from_u64((uint64_t){val.field.length})")
         if fn in ("max", "min"):
@@ -276,6 +290,20 @@ class StepCompiler:
             return _Val("num", total)
         if fn in ("all", "any"):
             return _Val("bool", self.quantifier(node, None))
+        if fn == "distinct":
+            return _Val("bool", self.distinct(node, None))
+        if fn == "sum":
+            total = self.fresh("sum")
+            self.emit(f"inert_i128 {total} = inert_i128_from_u64(0);")
+            summed = node.args[0]
+            if not isinstance(summed, ast.GeneratorExp):
+                raise RuleSyntaxError("sum() takes a generator")
+
+            def add() -> None:
+                self.emit(f"{total} = inert_i128_add({total}, {self.num(summed.elt)});")
+
+            self.loop(summed, add)
+            return _Val("num", total)
         if fn in NAMED:
             val = self.value(node.args[0])
             if val.field is None or val.field.kind != "str":
@@ -283,8 +311,26 @@ class StepCompiler:
             return _Val("bool", f"inert_named_{fn}({val.field.ptr}, {val.field.length})")
         raise RuleSyntaxError(f"{fn}() has no C translation here")
 
-    def quantifier(self, node: ast.Call, index: str | None) -> str:
+    def distinct(self, node: ast.Call, index: str | None) -> str:
+        """``distinct(column[, earlier])`` of strings: the run-time sorts (it may fail for memory)."""
+        cols = []
+        for arg in node.args:
+            val = self.value(arg)
+            if val.field is None or val.field.kind != "col" or val.field.elem != "str":
+                raise RuleSyntaxError("distinct() of columns of strings")
+            cols.append(val.field.ptr)
+        if index is None:
+            index = self.fresh("unused")
+            self.emit(f"uint64_t {index} = 0;")
+        verdict = self.fresh("d")
+        earlier = cols[1] if len(cols) > 1 else "NULL"
+        self.emit(f"int {verdict} = inert_distinct(r, {cols[0]}, {earlier}, &{index});")
+        self.emit(f"if ({verdict} < 0) return -1;")
+        return verdict
+
+    def quantifier(self, node: ast.Call, indexes: list[str] | None) -> str:
         assert isinstance(node.func, ast.Name)
+        index = indexes[0] if indexes else None
         gen = node.args[0]
         if not isinstance(gen, ast.GeneratorExp):
             raise RuleSyntaxError("all() and any() take a generator")
@@ -293,7 +339,7 @@ class StepCompiler:
         self.emit(f"int {flag} = {int(is_all)};")
 
         def test() -> None:
-            verdict = self.boolean(gen.elt)
+            verdict = self.boolean(gen.elt, indexes[1:] if indexes else None)
             self.emit(f"if ({'!' if is_all else ''}({verdict})) {{ {flag} = {int(not is_all)}; goto {flag}_out; }}")
 
         self.loop(gen, test, index)
@@ -314,7 +360,7 @@ class StepCompiler:
 
     # -- conditions ------------------------------------------------------------------------------
 
-    def boolean(self, node: ast.expr, index: str | None = None) -> str:
+    def boolean(self, node: ast.expr, indexes: list[str] | None = None) -> str:
         """A C int (an expression of locals set by the statements emitted so far) that is the verdict."""
         if isinstance(node, ast.BoolOp):
             result = self.fresh("c")
@@ -331,7 +377,9 @@ class StepCompiler:
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             return f"!({self.boolean(node.operand)})"
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("all", "any"):
-            return self.quantifier(node, index)
+            return self.quantifier(node, indexes)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "distinct":
+            return self.distinct(node, indexes[0] if indexes else None)
         if isinstance(node, ast.Compare):
             return self.compare(node)
         val = self.value(node)

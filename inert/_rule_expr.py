@@ -18,10 +18,14 @@ as C) and :func:`first_fault` evaluates in Python.  The language, parsed with :m
   ``E for i in range(N) [for j in range(M)]``; an index beyond its array breaks the rule;
 * named checks written once per target (:data:`NAMED`), each saying what an expression cannot.
 
+Columns: ``ARRAY.field`` is the field of every record of an array of records (``tensors.fqn``).
+``distinct(items[, earlier])`` holds when no item repeats one before it or one of ``earlier``.
+
 The field a fault names: ``SpecRule.field``'s last path segments below the record; when the
 field lists ``k`` alternatives (``a|b``), the check is an ``and`` of ``k`` conjuncts, the
-``n``-th naming the ``n``-th field; a field ending in ``[i]`` takes the index of the first
-element of ``all(... for x in ARRAY)`` that fails.
+``n``-th naming the ``n``-th field; each ``[i]`` in the field takes, in order, the index of the
+first element of ``all(... for x in ARRAY)`` that fails (then of an ``all`` inside it), or of
+the first repeat of ``distinct``.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from inert._checks import CHECKPOINT_ITEMSIZES, checkpoint_dtype_name, dtype_ite
 
 __all__ = [
     "NAMED", "SATURATE", "Step", "RuleSyntaxError", "parse", "steps", "first_fault", "relative_field", "constants",
-    "record_rules",
+    "record_rules", "columns", "fill_indexes", "environment", "tag_members",
 ]
 
 #: Where the C compiler's products stop growing: above every constant a rule compares with (2**64).
@@ -51,12 +55,24 @@ def _plain_name(text: str) -> bool:
     return bool(_FILE_NAME.match(text)) and text not in (".", "..")
 
 
-#: The named checks: the Python of each; the C runtime holds the same, written once (``inert_named_<name>``).
+def _first_repeat(items: Sequence[Any], earlier: Sequence[Any] = ()) -> int | None:
+    """The index of the first of ``items`` that is among ``earlier`` or the items before it, else None."""
+    seen = set(earlier)
+    for index, item in enumerate(items):
+        if item in seen:
+            return index
+        seen.add(item)
+    return None
+
+
+#: The named checks: the Python of each; the C runtime holds the same, written once (``inert_named_<name>``,
+#: ``inert_distinct``).
 NAMED: dict[str, Callable[..., Any]] = {
     "plain_file_name": _plain_name,
+    "distinct": lambda items, earlier=(): _first_repeat(items, earlier) is None,
 }
 
-_FUNCTIONS = {"len", "max", "min", "itemsize", "all", "any", "prod", "range", *NAMED}
+_FUNCTIONS = {"len", "max", "min", "itemsize", "all", "any", "prod", "sum", "range", *NAMED}
 
 
 class RuleSyntaxError(ValueError):
@@ -67,7 +83,7 @@ _ALLOWED = (
     ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub, ast.BinOp, ast.Add, ast.Sub,
     ast.Mult, ast.FloorDiv, ast.Mod, ast.Pow, ast.Compare, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE,
     ast.Is, ast.In, ast.Call, ast.Name, ast.Load, ast.Constant, ast.Subscript, ast.Tuple, ast.GeneratorExp,
-    ast.comprehension, ast.Store,
+    ast.comprehension, ast.Store, ast.Attribute,
 )
 
 
@@ -84,6 +100,8 @@ def parse(check: str) -> ast.expr:
             raise RuleSyntaxError(f"{check!r}: calls only {sorted(_FUNCTIONS)}")
         if isinstance(node, ast.Constant) and not (node.value is None or type(node.value) is int):
             raise RuleSyntaxError(f"{check!r}: constants are integers and None")
+        if isinstance(node, ast.Attribute) and not isinstance(node.value, ast.Name):
+            raise RuleSyntaxError(f"{check!r}: a column is ARRAY.field, of an array of records")
         if isinstance(node, ast.comprehension) and (node.ifs or node.is_async or not isinstance(node.target, ast.Name)):
             raise RuleSyntaxError(f"{check!r}: a generator is `E for x in ARRAY` or `for i in range(N)`")
     return tree.body
@@ -149,6 +167,8 @@ def _eval(node: ast.expr, env: dict[str, Any]) -> Any:  # noqa: C901 - one case 
         return node.value
     if isinstance(node, ast.Name):
         return env[node.id]
+    if isinstance(node, ast.Attribute):  # a column: the field of every record of an array
+        return [record[node.attr] for record in _eval(node.value, env)]
     if isinstance(node, ast.Tuple):
         return tuple(_eval(e, env) for e in node.elts)
     if isinstance(node, ast.BoolOp):
@@ -193,10 +213,10 @@ def _eval(node: ast.expr, env: dict[str, Any]) -> Any:  # noqa: C901 - one case 
     if isinstance(node, ast.Call):
         assert isinstance(node.func, ast.Name)
         name = node.func.id
-        if name in ("all", "any", "prod"):
+        if name in ("all", "any", "prod", "sum"):
             arg = node.args[0]
             items = _iterate(arg, env) if isinstance(arg, ast.GeneratorExp) else iter(_eval(arg, env))
-            reducers: dict[str, Callable[..., Any]] = {"all": all, "any": any, "prod": math.prod}
+            reducers: dict[str, Callable[..., Any]] = {"all": all, "any": any, "prod": math.prod, "sum": sum}
             return reducers[name](items)
         args = [_eval(a, env) for a in node.args]
         if name == "itemsize":
@@ -216,19 +236,33 @@ def _holds(expr: ast.expr, env: dict[str, Any]) -> bool:
         return False
 
 
-def _failing_index(expr: ast.expr, env: dict[str, Any]) -> int | None:
-    """The index of the first element that fails ``all(E for x in ARRAY)``, else None."""
-    if not (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "all"):
-        return None
+def _failing_indexes(expr: ast.expr, env: dict[str, Any]) -> list[int]:
+    """The indexes a fault names: of the first element that fails ``all(E for x in ARRAY)`` (then those of
+    ``E`` when it is such an ``all`` too), or of the first repeat of ``distinct(...)``."""
+    if not (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in ("all", "distinct")):
+        return []
+    if expr.func.id == "distinct":
+        index = _first_repeat(*(_eval(arg, env) for arg in expr.args))
+        return [] if index is None else [index]
     gen = expr.args[0]
     if not (isinstance(gen, ast.GeneratorExp) and len(gen.generators) == 1):
-        return None
+        return []
     comp = gen.generators[0]
     assert isinstance(comp.target, ast.Name)
     for index, item in enumerate(_eval(comp.iter, env)):
-        if not _holds(gen.elt, {**env, comp.target.id: item}):
-            return index
-    return None
+        scope = {**env, comp.target.id: item}
+        if not _holds(gen.elt, scope):
+            return [index, *_failing_indexes(gen.elt, scope)]
+    return []
+
+
+def fill_indexes(field: str, indexes: Sequence[int]) -> str:
+    """``field`` with its ``[i]`` replaced by ``indexes`` in order (one left without an index is dropped)."""
+    parts = field.split("[i]")
+    out = parts[0]
+    for k, part in enumerate(parts[1:]):
+        out += (f"[{indexes[k]}]" if k < len(indexes) else "") + part
+    return out
 
 
 def first_fault(rule_steps: Sequence[Step], env: dict[str, Any]) -> str | None:
@@ -237,11 +271,7 @@ def first_fault(rule_steps: Sequence[Step], env: dict[str, Any]) -> str | None:
     for step in rule_steps:
         if _holds(step.expr, env):
             continue
-        field = step.field
-        if field.endswith("[i]"):
-            index = _failing_index(step.expr, env)
-            field = field[:-3] + (f"[{index}]" if index is not None else "")
-        return field
+        return fill_indexes(step.field, _failing_indexes(step.expr, env) if "[i]" in step.field else [])
     return None
 
 
@@ -316,3 +346,30 @@ def environment(fmt: Any, record: Any, fields: dict[str, Any], ctx: dict[str, An
     env.update({name: ctx.get(name) for name in fmt.params})
     env.update(fields)
     return env
+
+
+def columns(fmt: Any) -> dict[tuple[str, str], int]:
+    """The columns the rules of ``fmt`` read, ``(record typename, field)`` -> slot: ``ARRAY.field`` of a
+    record's array of records (the element record's field), and a record's array of strings or arrays
+    named whole (its elements)."""
+    from inert.spec._grammar import Array, Record, Scalar
+
+    records: dict[str, Any] = {}
+    for table in (fmt.versions, *fmt.parts.values()):
+        for con in table.values():
+            _records(con, records, set())
+    keys: set[tuple[str, str]] = set()
+    for typename, rules in record_rules(fmt).items():
+        fields = dict(records[typename].fields)
+        for _rule, rule_steps in rules:
+            for step in rule_steps:
+                for node in ast.walk(step.expr):
+                    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                        array = fields.get(node.value.id)
+                        if not (isinstance(array, Array) and isinstance(array.element, Record)):
+                            raise RuleSyntaxError(f"{typename}: {node.value.id} is no array of records")
+                        keys.add((array.element.typename, node.attr))
+                    elif isinstance(node, ast.Name) and isinstance(fields.get(node.id), Array):
+                        if not isinstance(fields[node.id].element, (Scalar, Record)):
+                            keys.add((typename, node.id))
+    return {key: slot for slot, key in enumerate(sorted(keys))}

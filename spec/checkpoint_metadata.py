@@ -141,14 +141,17 @@ RULES = (
              "all(chunk_offsets[c * len(size) + d] + chunk_sizes[c * len(size) + d] <= size[d] "
              "for c in range(len(chunk_files)) for d in range(len(size)))", r"^a chunk ends beyond size", on="TensorEntry"),
     SpecRule("checkpoint-metadata.file-name", "A data file name is " + FILE_NAME_SENTENCE + ".",
-             "invalid-value", "files[i]", "re.fullmatch('[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}', name)",
-             r"is not a plain file name$"),
+             "invalid-value", "files[i]", "all(plain_file_name(name) for name in files)",
+             r"is not a plain file name$", on="CheckpointMetadata"),
     SpecRule("checkpoint-metadata.file-unique", "A data file name appears once in files.", "invalid-value",
-             "files[i]", "len(set(files)) == len(files)", r"is listed twice$"),
+             "files[i]", "distinct(files)", r"is listed twice$", on="CheckpointMetadata"),
     SpecRule("checkpoint-metadata.fqn-unique", "An fqn appears once among all tensors and values (tensors first, "
              "then values, in order: the second occurrence is reported).", "invalid-value",
-             "tensors[i].fqn|values[i].fqn", "len(set(fqns)) == len(fqns)", r"appears twice$"),
+             "tensors[i].fqn|values[i].fqn", "distinct(tensors.fqn) and distinct(values.fqn, tensors.fqn)",
+             r"appears twice$", on="CheckpointMetadata"),
     SpecRule("checkpoint-metadata.file-index", "Every chunk's and every value's file index is below the number "
-             "of files.", "invalid-value", "tensors[i]|values[i]", "max(chunk_files + [file]) < len(files)",
-             r"^file index \d+ is not below the \d+ files"),
+             "of files.", "invalid-value", "tensors[i]|values[i]",
+             "all(all(f < len(files) for f in chunks) for chunks in tensors.chunk_files) and "
+             "all(f < len(files) for f in values.file)", r"^file index \d+ is not below the \d+ files",
+             on="CheckpointMetadata"),
 )
