@@ -465,3 +465,43 @@ int inert_distinct(inert_reader *r, const inert_column *c, const inert_column *e
     *index = first;
     return 0;
 }
+
+inert_i128 inert_i128_align(inert_i128 x, uint64_t a) {
+    return inert_i128_add(x, inert_i128_from_u64((a - (x.lo & (a - 1))) & (a - 1)));
+}
+
+typedef struct {
+    uint64_t value, order;
+} numbered;
+
+static int by_value_then_order(const void *pa, const void *pb) {
+    const numbered *a = pa, *b = pb;
+    if (a->value != b->value) return a->value < b->value ? -1 : 1;
+    return (a->order > b->order) - (a->order < b->order);
+}
+
+int inert_distinct_numbers(inert_reader *r, const inert_column *c, unsigned width, uint64_t *outer, uint64_t *inner) {
+    size_t total = 0;
+    for (size_t k = 0; k < c->count; k++) total += (size_t)c->items[k].n; /* each item's numbers are in the input */
+    if (total < 2) return 1;
+    numbered *all = total <= SIZE_MAX / sizeof *all ? malloc(total * sizeof *all) : NULL;
+    if (!all) return inert_fail(r, INERT_NO_MEMORY, 0, "", "%zu numbers cannot be sorted", total);
+    size_t at = 0;
+    for (size_t k = 0; k < c->count; k++)
+        for (uint64_t j = 0; j < c->items[k].n; j++, at++)
+            all[at].value = inert_load_le(c->items[k].p + j * width, width), all[at].order = at;
+    qsort(all, total, sizeof *all, by_value_then_order);
+    uint64_t first = UINT64_MAX;
+    for (size_t k = 1; k < total; k++)
+        if (all[k].value == all[k - 1].value && all[k].order < first) first = all[k].order;
+    free(all);
+    if (first == UINT64_MAX) return 1;
+    for (size_t k = 0; k < c->count; k++) { /* the flat position as (item, element) */
+        if (first < c->items[k].n) {
+            *outer = k, *inner = first;
+            return 0;
+        }
+        first -= c->items[k].n;
+    }
+    return 0;
+}

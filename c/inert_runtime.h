@@ -225,6 +225,9 @@ inert_i128 inert_i128_mul_sat(inert_i128 a, inert_i128 b);
 inert_i128 inert_i128_div(inert_i128 a, inert_i128 b);
 inert_i128 inert_i128_mod(inert_i128 a, inert_i128 b);
 
+/* x rounded up to a multiple of a (a power of two), x not negative. */
+inert_i128 inert_i128_align(inert_i128 x, uint64_t a);
+
 /* -- columns -- */
 
 /* Append an item (a fault of kind INERT_NO_MEMORY when it cannot grow). */
@@ -233,6 +236,9 @@ void inert_columns_free(inert_column *columns, size_t count);
 /* The rule language's distinct(c, earlier) of strings: 1 when no item of c repeats an item before it or one of
  * `earlier` (NULL: none), else 0 with *index the first that does; -1 (INERT_NO_MEMORY) when it cannot sort. */
 int inert_distinct(inert_reader *r, const inert_column *c, const inert_column *earlier, uint64_t *index);
+/* distinct() of a column of arrays of `width`-byte numbers: no number in two places; else 0 with the
+ * (item, element) of the first repeat; -1 (INERT_NO_MEMORY) when it cannot sort. */
+int inert_distinct_numbers(inert_reader *r, const inert_column *c, unsigned width, uint64_t *outer, uint64_t *inner);
 
 /* -- named checks of the declared rules (inert/_rule_expr.py NAMED), written once for every format -- */
 

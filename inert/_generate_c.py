@@ -288,6 +288,9 @@ class _Emitter:
         for rule, steps in self.mod.rules[con.typename]:
             kind = _KINDS[rule.kind]
             reason = _c_string(f"{rule.id}: {rule.sentence}")
+            if not steps:  # a named check held only in Python
+                self.mod.unchecked.append(f"{con.typename}: {rule.id} ({rule.check.split(' ', 1)[0]}: held only in Python)")
+                self.emit(ind, f"/* not checked: {rule.id} (held only in Python) */")
             for step in steps:
                 if "[i]" in step.field:  # the indexes of the failing elements, filled in (@INDEXES@)
                     field = self.fresh("field")
@@ -439,7 +442,7 @@ class _Emitter:
                     self.push(ind + 1, slot, item, f"(inert_within_index(r, {index}), {wrap})")
                 self.emit(ind, "}")
             self.visit(ind, "end_array(r->user)")
-            return None
+            return CField("list", length=count)  # the rules may take its length
         # An element the C emitter does not know yet (the grammar grew): the reader says so at run time,
         # and the source lists it, rather than ``inert gen`` failing for every format.
         what = type(sub).__name__

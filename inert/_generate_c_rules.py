@@ -24,7 +24,8 @@ __all__ = ["CField", "StepCompiler"]
 class CField:
     """A field read into locals: ``kind`` ``num`` (``value``; ``signed``), ``tag`` (``value``, ``enum``),
     ``str``/``bytes`` (``ptr``, ``length``), ``arr`` (``ptr``, ``length`` elements of ``width`` bytes) or
-    ``col``, a column (``ptr`` to its ``inert_column``, ``length`` items of kind ``elem``)."""
+    ``col``, a column (``ptr`` to its ``inert_column``, ``length`` items of kind ``elem``), or ``list``, an
+    array of records of which the rules read only the ``length``."""
 
     kind: str
     value: str = ""
@@ -143,10 +144,17 @@ class StepCompiler:
             return _Val("num", self.temp("inert_i128", f"{_ARITH[type(node.op)]}({left}, {right})"))
         if isinstance(node, ast.Subscript):
             seq = self.value(node.value)
-            if seq.field is None or seq.field.kind not in ("arr", "bytes", "str"):
+            if seq.field is None or seq.field.kind not in ("arr", "bytes", "str", "col"):
                 raise RuleSyntaxError("only an array field is indexed")
             at = self.temp("inert_i128", self.num(node.slice))
             f = seq.field
+            if f.kind == "col":
+                self.emit(f"if ({at}.hi != 0 || {at}.lo >= (uint64_t){f.length}) goto {self.broken};")
+                self.used_broken = True
+                item = f"{f.ptr}->items[(size_t){at}.lo]"
+                if f.elem == "num":
+                    return _Val("num", f"inert_i128_from_u64({item}.n)")
+                return _Val("field", field=CField(f.elem, ptr=f"{item}.p", length=f"(size_t){item}.n", width=f.width))
             self.emit(f"if ({at}.hi != 0 || {at}.lo >= (uint64_t){f.length}) goto {self.broken};")
             self.used_broken = True
             return _Val("num", self.element(f, f"(size_t){at}.lo"))
@@ -260,7 +268,7 @@ class StepCompiler:
         fn = node.func.id
         if fn == "len":
             val = self.value(node.args[0])
-            if val.field is None or val.field.kind not in ("arr", "bytes", "str", "col"):
+            if val.field is None or val.field.kind not in ("arr", "bytes", "str", "col", "list"):
                 raise RuleSyntaxError("len() of an array, a string or bytes")
             return _Val("num", f"inert_i128_from_u64((uint64_t){val.field.length})")
         if fn in ("max", "min"):
@@ -268,6 +276,11 @@ class StepCompiler:
             ta, tb = self.temp("inert_i128", a), self.temp("inert_i128", b)
             op = ">" if fn == "max" else "<"
             return _Val("num", f"(inert_i128_cmp({ta}, {tb}) {op}= 0 ? {ta} : {tb})")
+        if fn == "align":
+            folded = self.fold(node.args[1])
+            if folded is None or folded < 1 or folded & (folded - 1) or folded >= 1 << 63:
+                raise RuleSyntaxError("align(x, a): a is a constant power of two")
+            return _Val("num", self.temp("inert_i128", f"inert_i128_align({self.num(node.args[0])}, {folded}ull)"))
         if fn == "itemsize":
             val = self.value(node.args[0])
             f = val.field
@@ -311,20 +324,29 @@ class StepCompiler:
             return _Val("bool", f"inert_named_{fn}({val.field.ptr}, {val.field.length})")
         raise RuleSyntaxError(f"{fn}() has no C translation here")
 
-    def distinct(self, node: ast.Call, index: str | None) -> str:
-        """``distinct(column[, earlier])`` of strings: the run-time sorts (it may fail for memory)."""
+    def distinct(self, node: ast.Call, indexes: list[str] | None) -> str:
+        """``distinct(column[, earlier])`` of strings, or of a column of arrays of numbers (one index for
+        the item, one for the element): the run-time sorts (it may fail for memory)."""
         cols = []
         for arg in node.args:
             val = self.value(arg)
-            if val.field is None or val.field.kind != "col" or val.field.elem != "str":
-                raise RuleSyntaxError("distinct() of columns of strings")
-            cols.append(val.field.ptr)
-        if index is None:
-            index = self.fresh("unused")
-            self.emit(f"uint64_t {index} = 0;")
+            if val.field is None or val.field.kind != "col" or val.field.elem not in ("str", "arr"):
+                raise RuleSyntaxError("distinct() of columns of strings or of arrays of numbers")
+            cols.append(val.field)
+        wanted = 2 if cols[0].elem == "arr" else 1
+        spare = [self.fresh("unused") for _ in range(wanted)]
+        for name in spare:
+            self.emit(f"uint64_t {name} = 0; (void){name};")
+        slots = (list(indexes or []) + spare)[:wanted]
         verdict = self.fresh("d")
-        earlier = cols[1] if len(cols) > 1 else "NULL"
-        self.emit(f"int {verdict} = inert_distinct(r, {cols[0]}, {earlier}, &{index});")
+        if cols[0].elem == "arr":
+            if len(cols) > 1:
+                raise RuleSyntaxError("distinct() of arrays takes one column")
+            call = f"inert_distinct_numbers(r, {cols[0].ptr}, {cols[0].width}, &{slots[0]}, &{slots[1]})"
+        else:
+            earlier = cols[1].ptr if len(cols) > 1 else "NULL"
+            call = f"inert_distinct(r, {cols[0].ptr}, {earlier}, &{slots[0]})"
+        self.emit(f"int {verdict} = {call};")
         self.emit(f"if ({verdict} < 0) return -1;")
         return verdict
 
@@ -379,7 +401,7 @@ class StepCompiler:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("all", "any"):
             return self.quantifier(node, indexes)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "distinct":
-            return self.distinct(node, indexes[0] if indexes else None)
+            return self.distinct(node, indexes)
         if isinstance(node, ast.Compare):
             return self.compare(node)
         val = self.value(node)
@@ -405,6 +427,18 @@ class StepCompiler:
                 if param.kind != "param" or self.value(right_node).kind != "none":
                     raise RuleSyntaxError("`is` compares a parameter with None")
                 test = f"!{param.has}"
+            elif any(isinstance(x, ast.Constant) and type(x.value) is str for x in (left_node, right_node)):
+                if not isinstance(op, (ast.Eq, ast.NotEq)):
+                    raise RuleSyntaxError("a string is compared with == or !=")
+                text, other = (left_node, right_node) if isinstance(left_node, ast.Constant) else (right_node, left_node)
+                assert isinstance(text, ast.Constant)
+                f = self.value(other).field
+                if f is None or f.kind != "str":
+                    raise RuleSyntaxError("a string constant is compared with a string")
+                data = str(text.value).encode()
+                literal = '"' + "".join(f"\\x{b:02x}" for b in data) + '"'
+                equal = f"({f.length} == {len(data)} && memcmp({f.ptr}, {literal}, {len(data)}) == 0)"
+                test = equal if isinstance(op, ast.Eq) else f"!{equal}"
             elif isinstance(op, ast.In):
                 if not isinstance(right_node, ast.Tuple):
                     raise RuleSyntaxError("`in` takes a tuple of constants")

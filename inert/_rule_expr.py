@@ -69,10 +69,15 @@ def _first_repeat(items: Sequence[Any], earlier: Sequence[Any] = ()) -> int | No
 #: ``inert_distinct``).
 NAMED: dict[str, Callable[..., Any]] = {
     "plain_file_name": _plain_name,
-    "distinct": lambda items, earlier=(): _first_repeat(items, earlier) is None,
+    "distinct": lambda items, earlier=(): _first_repeat(_flat(items), earlier) is None,
 }
 
-_FUNCTIONS = {"len", "max", "min", "itemsize", "all", "any", "prod", "sum", "range", *NAMED}
+_FUNCTIONS = {"len", "max", "min", "itemsize", "all", "any", "prod", "sum", "range", "align", *NAMED}
+
+
+def _flat(items: Sequence[Any]) -> list[Any]:
+    """A column of arrays as one sequence (``distinct(shards.rows)``: no row in two places)."""
+    return [x for item in items for x in item] if items and isinstance(items[0], list) else list(items)
 
 
 class RuleSyntaxError(ValueError):
@@ -98,8 +103,8 @@ def parse(check: str) -> ast.expr:
             raise RuleSyntaxError(f"{check!r}: {type(node).__name__} is not in the rule language")
         if isinstance(node, ast.Call) and (not isinstance(node.func, ast.Name) or node.func.id not in _FUNCTIONS):
             raise RuleSyntaxError(f"{check!r}: calls only {sorted(_FUNCTIONS)}")
-        if isinstance(node, ast.Constant) and not (node.value is None or type(node.value) is int):
-            raise RuleSyntaxError(f"{check!r}: constants are integers and None")
+        if isinstance(node, ast.Constant) and not (node.value is None or type(node.value) in (int, str)):
+            raise RuleSyntaxError(f"{check!r}: constants are integers, strings and None")
         if isinstance(node, ast.Attribute) and not isinstance(node.value, ast.Name):
             raise RuleSyntaxError(f"{check!r}: a column is ARRAY.field, of an array of records")
         if isinstance(node, ast.comprehension) and (node.ifs or node.is_async or not isinstance(node.target, ast.Name)):
@@ -221,6 +226,8 @@ def _eval(node: ast.expr, env: dict[str, Any]) -> Any:  # noqa: C901 - one case 
         args = [_eval(a, env) for a in node.args]
         if name == "itemsize":
             return _itemsize(args[0])
+        if name == "align":
+            return args[0] + (-args[0] % args[1])
         if name in NAMED:
             return NAMED[name](*args)
         builtins: dict[str, Callable[..., Any]] = {"len": len, "max": max, "min": min, "range": range}
@@ -242,8 +249,16 @@ def _failing_indexes(expr: ast.expr, env: dict[str, Any]) -> list[int]:
     if not (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in ("all", "distinct")):
         return []
     if expr.func.id == "distinct":
-        index = _first_repeat(*(_eval(arg, env) for arg in expr.args))
-        return [] if index is None else [index]
+        columns = [_eval(arg, env) for arg in expr.args]
+        index = _first_repeat(_flat(columns[0]), *columns[1:])
+        if index is None:
+            return []
+        if columns[0] and isinstance(columns[0][0], list):  # (array, element) of a column of arrays
+            for outer, item in enumerate(columns[0]):
+                if index < len(item):
+                    return [outer, index]
+                index -= len(item)
+        return [index]
     gen = expr.args[0]
     if not (isinstance(gen, ast.GeneratorExp) and len(gen.generators) == 1):
         return []
@@ -305,7 +320,9 @@ def record_rules(fmt: Any) -> dict[str, list[tuple[Any, list[Step]]]]:
             if typename not in records:
                 raise RuleSyntaxError(f"{rule.id}: {fmt.name} has no record {typename}")
             names = [name for name, _ in records[typename].fields]
-            out.setdefault(typename, []).append((rule, steps(rule.field, rule.check, names)))
+            # A named Python check (``check:<name>``): no steps, the generators list it as not checked.
+            held = [] if rule.check.startswith("check:") else steps(rule.field, rule.check, names)
+            out.setdefault(typename, []).append((rule, held))
     return out
 
 
