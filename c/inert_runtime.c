@@ -295,43 +295,15 @@ int inert_check_end(inert_reader *r, size_t off) {
 
 /* -- exact integers ---------------------------------------------------------------------------- */
 
-inert_i128 inert_i128_from_u64(uint64_t v) {
-    inert_i128 x = {v, 0};
-    return x;
-}
-
-inert_i128 inert_i128_from_i64(int64_t v) {
-    inert_i128 x = {(uint64_t)v, v < 0 ? -1 : 0};
-    return x;
-}
-
-inert_i128 inert_i128_add(inert_i128 a, inert_i128 b) {
-    inert_i128 x;
-    x.lo = a.lo + b.lo;
-    /* unsigned wrap-around of the high words, then back: no signed overflow */
-    x.hi = (int64_t)((uint64_t)a.hi + (uint64_t)b.hi + (x.lo < a.lo));
-    return x;
-}
-
-inert_i128 inert_i128_neg(inert_i128 a) {
-    inert_i128 x;
-    x.lo = ~a.lo + 1;
-    x.hi = (int64_t)(~(uint64_t)a.hi + (x.lo == 0));
-    return x;
-}
-
-inert_i128 inert_i128_sub(inert_i128 a, inert_i128 b) { return inert_i128_add(a, inert_i128_neg(b)); }
-
-int inert_i128_cmp(inert_i128 a, inert_i128 b) {
-    if (a.hi != b.hi) return a.hi < b.hi ? -1 : 1;
-    if (a.lo != b.lo) return a.lo < b.lo ? -1 : 1;
-    return 0;
-}
-
-inert_i128 inert_i128_make(int64_t hi, uint64_t lo) {
-    inert_i128 x = {lo, hi};
-    return x;
-}
+/* The external definitions of the inline ones (inert_runtime.h). */
+extern inline inert_i128 inert_i128_from_u64(uint64_t v);
+extern inline inert_i128 inert_i128_from_i64(int64_t v);
+extern inline inert_i128 inert_i128_make(int64_t hi, uint64_t lo);
+extern inline inert_i128 inert_i128_add(inert_i128 a, inert_i128 b);
+extern inline inert_i128 inert_i128_neg(inert_i128 a);
+extern inline inert_i128 inert_i128_sub(inert_i128 a, inert_i128 b);
+extern inline int inert_i128_cmp(inert_i128 a, inert_i128 b);
+extern inline inert_i128 inert_i128_mul_sat(inert_i128 a, inert_i128 b);
 
 /* |a| as a 128-bit magnitude, the sign apart. */
 static void magnitude(inert_i128 a, int *negative, uint64_t *hi, uint64_t *lo) {
@@ -341,7 +313,7 @@ static void magnitude(inert_i128 a, int *negative, uint64_t *hi, uint64_t *lo) {
     *lo = a.lo;
 }
 
-inert_i128 inert_i128_mul_sat(inert_i128 a, inert_i128 b) {
+inert_i128 inert_i128_mul_wide(inert_i128 a, inert_i128 b) {
     static const uint64_t limit_hi = (uint64_t)1 << 36; /* 2**100 = limit_hi * 2**64 */
     int na, nb;
     uint64_t ah, al, bh, bl;

@@ -18,6 +18,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -160,6 +161,16 @@ uint64_t inert_le(const uint8_t *p, unsigned width);
 
 /* inert_le for the generated code's loops: inlined, so a constant width compiles to one load. */
 static inline uint64_t inert_load_le(const uint8_t *p, unsigned width) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    /* one load (memcpy of a constant size), where the byte loop below stays a loop at -O2 */
+    switch (width) {
+        case 8: { uint64_t v; memcpy(&v, p, 8); return v; }
+        case 4: { uint32_t v; memcpy(&v, p, 4); return v; }
+        case 2: { uint16_t v; memcpy(&v, p, 2); return v; }
+        case 1: return p[0];
+        default: break;
+    }
+#endif
     uint64_t v = 0;
     for (unsigned k = width; k-- > 0;) v = (v << 8) | p[k];
     return v;
@@ -211,16 +222,66 @@ typedef struct {
     int64_t hi;
 } inert_i128;
 
-inert_i128 inert_i128_from_u64(uint64_t v);
-inert_i128 inert_i128_from_i64(int64_t v);
-inert_i128 inert_i128_add(inert_i128 a, inert_i128 b);
-inert_i128 inert_i128_sub(inert_i128 a, inert_i128 b);
-inert_i128 inert_i128_neg(inert_i128 a);
-int inert_i128_cmp(inert_i128 a, inert_i128 b);
+/* C99 inline definitions (the rules' loops call them per element); inert_runtime.c holds their external
+ * definitions, so they are also functions to link against. */
+#if defined(__GNUC__)
+#define INERT_INLINE inline __attribute__((always_inline))
+#else
+#define INERT_INLINE inline
+#endif
+INERT_INLINE inert_i128 inert_i128_from_u64(uint64_t v) {
+    inert_i128 x;
+    x.lo = v;
+    x.hi = 0;
+    return x;
+}
+
+INERT_INLINE inert_i128 inert_i128_from_i64(int64_t v) {
+    inert_i128 x;
+    x.lo = (uint64_t)v;
+    x.hi = v < 0 ? -1 : 0;
+    return x;
+}
+
 /* hi * 2**64 + lo. */
-inert_i128 inert_i128_make(int64_t hi, uint64_t lo);
+INERT_INLINE inert_i128 inert_i128_make(int64_t hi, uint64_t lo) {
+    inert_i128 x;
+    x.lo = lo;
+    x.hi = hi;
+    return x;
+}
+
+INERT_INLINE inert_i128 inert_i128_add(inert_i128 a, inert_i128 b) {
+    inert_i128 x;
+    x.lo = a.lo + b.lo;
+    /* unsigned wrap-around of the high words, then back: no signed overflow */
+    x.hi = (int64_t)((uint64_t)a.hi + (uint64_t)b.hi + (x.lo < a.lo));
+    return x;
+}
+
+INERT_INLINE inert_i128 inert_i128_neg(inert_i128 a) {
+    inert_i128 x;
+    x.lo = ~a.lo + 1;
+    x.hi = (int64_t)(~(uint64_t)a.hi + (x.lo == 0));
+    return x;
+}
+
+INERT_INLINE inert_i128 inert_i128_sub(inert_i128 a, inert_i128 b) { return inert_i128_add(a, inert_i128_neg(b)); }
+
+INERT_INLINE int inert_i128_cmp(inert_i128 a, inert_i128 b) {
+    if (a.hi != b.hi) return a.hi < b.hi ? -1 : 1;
+    if (a.lo != b.lo) return a.lo < b.lo ? -1 : 1;
+    return 0;
+}
+
+/* inert_i128_mul_sat beyond its quick case. */
+inert_i128 inert_i128_mul_wide(inert_i128 a, inert_i128 b);
+
 /* a * b, exact while |a * b| <= 2**100, else +-2**100 (the rule language's products saturate there). */
-inert_i128 inert_i128_mul_sat(inert_i128 a, inert_i128 b);
+INERT_INLINE inert_i128 inert_i128_mul_sat(inert_i128 a, inert_i128 b) {
+    if (!a.hi && !b.hi && a.lo <= UINT32_MAX && b.lo <= UINT32_MAX) return inert_i128_from_u64(a.lo * b.lo);
+    return inert_i128_mul_wide(a, b);
+}
 /* a // b and a % b of operands 0 to 2**64 - 1 (else 0); a divisor 0 gives 0. */
 inert_i128 inert_i128_div(inert_i128 a, inert_i128 b);
 inert_i128 inert_i128_mod(inert_i128 a, inert_i128 b);

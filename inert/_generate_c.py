@@ -285,12 +285,13 @@ class _Emitter:
                     if slot is not None:
                         columns[f"{name}.{element_name}"] = _column(slot, element)
         compiler = StepCompiler({**fields, **columns}, names, self.mod.fmt.params, self.mod.tables, self.fresh)
+        body: list[str] = []
         for rule, steps in self.mod.rules[con.typename]:
             kind = _KINDS[rule.kind]
             reason = _c_string(f"{rule.id}: {rule.sentence}")
             if not steps:  # a named check held only in Python
                 self.mod.unchecked.append(f"{con.typename}: {rule.id} ({rule.check.split(' ', 1)[0]}: held only in Python)")
-                self.emit(ind, f"/* not checked: {rule.id} (held only in Python) */")
+                body.append("    " * ind + f"/* not checked: {rule.id} (held only in Python) */")
             for step in steps:
                 if "[i]" in step.field:  # the indexes of the failing elements, filled in (@INDEXES@)
                     field = self.fresh("field")
@@ -300,8 +301,11 @@ class _Emitter:
                             f"return inert_fail(r, {kind}, {start}, {field}, \"%s\", {reason});")
                 else:
                     fail = f"return inert_fail(r, {kind}, {start}, {_c_string(step.field)}, \"%s\", {reason});"
-                self.emit(ind, f"/* {rule.id} */")
-                self.lines.extend(compiler.step(step, ind, fail))
+                body.append("    " * ind + f"/* {rule.id} */")
+                body.extend(compiler.step(step, ind, fail))
+        for code, name in compiler.hoisted.items():
+            self.emit(ind, f"uint64_t {name} = {code};")
+        self.lines.extend(body)
 
     def push(self, ind: int, slot: int, held: CField, wrap: str) -> None:
         """Append what the rules read of a field to its column."""

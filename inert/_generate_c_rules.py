@@ -82,6 +82,8 @@ class StepCompiler:
         self.ind = 0
         self.broken = ""
         self.used_broken = False
+        #: Values computed once before the steps (the itemsize of a dtype: pure, cannot fail), by their C.
+        self.hoisted: dict[str, str] = {}
         self.scope: dict[str, _Val] = {}
 
     def emit(self, line: str) -> None:
@@ -285,10 +287,14 @@ class StepCompiler:
             val = self.value(node.args[0])
             f = val.field
             if f is not None and f.kind == "tag":
-                return _Val("num", f"inert_i128_from_u64({self.itemsize_table(f.enum)}[{f.value}])")
-            if f is not None and f.kind == "str":
-                return _Val("num", f"inert_i128_from_u64(inert_numpy_itemsize({f.ptr}, {f.length}))")
-            raise RuleSyntaxError("itemsize() of a dtype tag or a numpy dtype string")
+                code = f"{self.itemsize_table(f.enum)}[{f.value}]"
+            elif f is not None and f.kind == "str":
+                code = f"inert_numpy_itemsize({f.ptr}, {f.length})"
+            else:
+                raise RuleSyntaxError("itemsize() of a dtype tag or a numpy dtype string")
+            if code not in self.hoisted:
+                self.hoisted[code] = self.fresh("itemsize")
+            return _Val("num", f"inert_i128_from_u64({self.hoisted[code]})")
         if fn == "prod":
             total = self.fresh("prod")
             self.emit(f"inert_i128 {total} = inert_i128_from_u64(1);")
