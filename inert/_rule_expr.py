@@ -42,7 +42,7 @@ from inert._checks import CHECKPOINT_ITEMSIZES, checkpoint_dtype_name, dtype_ite
 
 __all__ = [
     "NAMED", "SATURATE", "Step", "RuleSyntaxError", "parse", "steps", "first_fault", "relative_field", "constants",
-    "record_rules", "columns", "fill_indexes", "environment", "tag_members",
+    "record_rules", "columns", "fill_indexes", "environment", "tag_members", "held_only_in_python",
 ]
 
 #: Where the C compiler's products stop growing: above every constant a rule compares with (2**64).
@@ -390,3 +390,14 @@ def columns(fmt: Any) -> dict[tuple[str, str], int]:
                         if not isinstance(fields[node.id].element, (Scalar, Record)):
                             keys.add((typename, node.id))
     return {key: slot for slot, key in enumerate(sorted(keys))}
+
+
+def held_only_in_python(format_name: str, kind: str, field: str, reason: str) -> bool:
+    """Whether a refusal is one of a rule the C readers do not make (a named Python check, ``check:``):
+    the differential tests compare the C readers with Python everywhere else."""
+    from inert.spec import FORMATS
+
+    fmt = FORMATS.get(format_name.split(".", 1)[0])
+    return fmt is not None and any(
+        rule.check.startswith("check:") and rule.on and rule.matches(kind, field, reason) for rule in fmt.declared
+    )

@@ -27,6 +27,7 @@ from inert.conformance.testees import inert_generated
 
 from inert import _generate_c
 from inert._errors import InertError
+from inert._rule_expr import held_only_in_python
 
 ROOT = Path(__file__).resolve().parent.parent
 C_DIR = ROOT / "c"
@@ -157,26 +158,7 @@ def _mutants(data: bytes, rng: random.Random, count: int) -> list[bytes]:
     return out
 
 
-def _without_python_only_rules(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The interpreted grammar with the Validate rules off of the records no declared rule is checked on:
-    what the C generator can emit today."""
-    from inert.spec import FORMATS, _grammar
-
-    from inert import _rule_expr
-
-    declared: set[int] = set()
-    for fmt in FORMATS.values():
-        found: dict[str, object] = {}
-        for table in (fmt.versions, *fmt.parts.values()):
-            for con in table.values():
-                _rule_expr._records(con, found, set())
-        declared.update(id(found[name].checks) for name in _rule_expr.record_rules(fmt))  # type: ignore[attr-defined]
-    original = _grammar._run_checks
-    monkeypatch.setattr(_grammar, "_run_checks", lambda checks, fields, ctx: original(
-        checks if id(checks) in declared else [c for c in checks if isinstance(c, _grammar.Rule)], fields, ctx))
-
-
-def test_c_reader_agrees_with_the_grammar_on_damaged_inputs(testee: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_c_reader_agrees_with_the_grammar_on_damaged_inputs(testee: str) -> None:
     """Kind, offset and field path of every refusal, and the value of every acceptance, for 9,000 damaged
     copies of corpus inputs (seed 20: the same inputs every run).  A longer run with other inputs:
     ``INERT_C_DIFF_SEED=7 INERT_C_DIFF_VECTORS=100000 pytest tests/test_c_readers.py -k damaged``."""
@@ -184,7 +166,6 @@ def test_c_reader_agrees_with_the_grammar_on_damaged_inputs(testee: str, monkeyp
 
     from inert._canonical import to_json
 
-    _without_python_only_rules(monkeypatch)
     rng = random.Random(int(os.environ.get("INERT_C_DIFF_SEED", "20")))
     listed = read_failure_list(FAILURE_LIST)
     vectors = [v for v in load_corpus() if v.value is None and len(v.data) <= 1 << 16 and v.test_name not in listed]
@@ -197,6 +178,8 @@ def test_c_reader_agrees_with_the_grammar_on_damaged_inputs(testee: str, monkeyp
                 try:
                     value = inert_construct.decode(vector.format, vector.version, data, dict(vector.params))
                 except InertError as exc:
+                    if held_only_in_python(vector.format, exc.kind, exc.field, exc.reason):
+                        continue  # a rule the C readers do not make (dump-manifest.nested-shapes)
                     assert response.result == "reject", (vector.test_name, data.hex(), str(exc))
                     match = _MESSAGE.match(response.message)
                     assert match, response.message
