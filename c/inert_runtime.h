@@ -10,8 +10,8 @@
  *
  * Every fault is an inert_error with the same kind, byte offset and field
  * path as the Python readers give (`<format>: offset N: <field>: <reason>`).
- * Nothing is allocated except the frame stack of a MessagePack value document,
- * at most one frame per byte of that document.
+ * Memory: the frames of a MessagePack value document (on the stack), and the columns a format's
+ * declared rules read (inert_column: one item per record read, freed by the decode function).
  */
 #ifndef INERT_RUNTIME_H
 #define INERT_RUNTIME_H

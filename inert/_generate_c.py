@@ -9,10 +9,10 @@ written once by hand; this module writes the per-format readers, the CRC-32
 table and the registry ``c/inert_formats.{h,c}`` that the conformance testee and
 the fuzz targets dispatch through.
 
-Rules the grammar declares as expressions (``Rule``) become C.  Rules that
-exist only as Python functions (``Validate`` naming ``inert._checks``) cannot:
-each generated source lists them in its header as not checked, and
-:func:`missing_rules` names them all.
+The declared rules checked on a record (``SpecRule.on``) become C through the rule language
+(:mod:`inert._rule_expr`, compiled by :mod:`inert._generate_c_rules`); the grammar's own ``Rule``
+expressions of a record without declared rules too.  A rule held only as a Python function is
+listed in its source's header as not checked, and :func:`missing_rules` names them all.
 """
 
 from __future__ import annotations
