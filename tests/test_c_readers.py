@@ -24,10 +24,10 @@ from inert.conformance._protocol import Request
 from inert.conformance._runner import read_failure_list
 from inert.conformance._testee import Testee as CTestee
 from inert.conformance.testees import inert_generated
+from inert.spec._rule_expr import held_only_in_python
 
-from inert import _generate_c
 from inert._errors import InertError
-from inert._rule_expr import held_only_in_python
+from inert.gen import c as _generate_c
 
 ROOT = Path(__file__).resolve().parent.parent
 C_DIR = ROOT / "c"

@@ -1,4 +1,4 @@
-"""The declared rules' check expressions (inert/_rule_expr.py) against the Python readers' own checks.
+"""The declared rules' check expressions (spec/_rule_expr.py) against the Python readers' own checks.
 
 Every record of every corpus vector that the interpreted grammar reads up to its checks is checked
 twice: by the grammar's hand-written checks (``Validate``/``Rule``) and by the expressions of the
@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 from inert.conformance._corpus import load_corpus
 from inert.conformance.testees import inert_construct
-from inert.spec import FORMATS, _grammar
+from inert.spec import FORMATS, _grammar, _rule_expr
 
-from inert import _rule_expr
 from inert._errors import InertError
 
 

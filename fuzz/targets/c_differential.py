@@ -4,8 +4,8 @@
 The first byte picks a format and ``decode`` keyword set from the registry; the rest is the input.
 The C reader (through ctypes, ``fuzz/c_reader.py``) and the interpreted grammar must agree: both
 accept, or both refuse with the same kind, offset and field path, except where Python refuses by
-a rule held only in Python (``inert._rule_expr.held_only_in_python``), which the C readers do not make.  Run it as any target:
-``python fuzz/targets/c_differential.py -max_total_time=60``.
+a rule held only in Python (``inert.spec._rule_expr.held_only_in_python``), which the C readers do
+not make.  Run it as any target: ``python fuzz/targets/c_differential.py -max_total_time=60``.
 """
 
 import sys
@@ -19,11 +19,11 @@ harness.instrument(*FORMATS)
 
 from inert.spec import FORMATS as GRAMMARS  # noqa: E402
 from inert.spec import _grammar  # noqa: E402
+from inert.spec._rule_expr import held_only_in_python  # noqa: E402
 
 from fuzz.c_reader import CReaders  # noqa: E402
 from fuzz.registry import cases  # noqa: E402
 from inert._errors import InertError  # noqa: E402
-from inert._rule_expr import held_only_in_python  # noqa: E402
 
 CASES = cases()
 C = CReaders()

@@ -37,7 +37,7 @@ class SpecRule:
     ``check`` (an expression in Python syntax over the record's fields, or ``check:<name>`` of
     :mod:`inert._checks`), ``reason`` (a regular expression matching the reason the readers give) and
     ``on``: the typename of the record the rule is checked on (``|`` between several), after its fields, in declaration order.
-    A rule with ``on`` states its check in the rule language of :mod:`inert._rule_expr`, which the
+    A rule with ``on`` states its check in the rule language of :mod:`inert.spec._rule_expr`, which the
     generators compile (a test evaluates it beside the Python readers' own checks over the corpus);
     a rule without is enforced by the element readers of every target (the grammar's elements, the
     file header and checksum, the value documents)."""

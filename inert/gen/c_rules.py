@@ -1,4 +1,4 @@
-"""The declared rules' check expressions (:mod:`inert._rule_expr`) as C statements.
+"""The declared rules' check expressions (:mod:`inert.spec._rule_expr`) as C statements.
 
 A step (one conjunct of a rule) becomes a block of statements that computes its verdict with
 the rule language's semantics: 128-bit exact sums and differences (``inert_i128``), products
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from inert._checks import CHECKPOINT_ITEMSIZES
-from inert._rule_expr import NAMED, RuleSyntaxError, Step
+from inert.spec._rule_expr import NAMED, RuleSyntaxError, Step
 
 __all__ = ["CField", "StepCompiler"]
 
