@@ -8,6 +8,11 @@ generator compiles the same expressions, so this is what ties the C readers' rul
 
 from __future__ import annotations
 
+import ctypes
+import random
+import shutil
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +21,8 @@ from inert.conformance.testees import inert_construct
 from inert.spec import FORMATS, _grammar, _rule_expr
 
 from inert._errors import InertError
+
+C_DIR = Path(__file__).resolve().parent.parent / "c"
 
 
 def _records_by_checks() -> dict[int, tuple[Any, Any, list[Any]]]:
@@ -87,3 +94,35 @@ def test_rule_expressions_agree_with_the_hand_written_checks(monkeypatch: pytest
         except InertError:
             pass
     assert faults > 50 and len(compared) >= 5, (faults, compared)
+
+
+def test_the_c_runtime_products_saturate_as_the_language_says(tmp_path: Path) -> None:
+    """inert_i128_mul_sat against exact products: equal while |a * b| <= 2**100, else +-2**100 (the rules'
+    comparisons are exact below that bound); 20,000 pairs around the 32-, 64- and 100-bit edges."""
+    compiler = shutil.which("gcc") or shutil.which("cc")
+    assert compiler, "the C readers need a C compiler"
+    subprocess.run(["make", "-s", "-C", str(C_DIR), f"BUILD={tmp_path}", f"CC={compiler}", f"{tmp_path}/libinert_c.so"],
+                   check=True, timeout=300)
+    lib = ctypes.CDLL(str(tmp_path / "libinert_c.so"))
+
+    class I128(ctypes.Structure):
+        _fields_ = [("lo", ctypes.c_uint64), ("hi", ctypes.c_int64)]
+
+    lib.inert_i128_mul_sat.restype = I128
+    lib.inert_i128_mul_sat.argtypes = [I128, I128]
+
+    def pack(value: int) -> I128:
+        bits = value & ((1 << 128) - 1)
+        hi = bits >> 64
+        return I128(bits & ((1 << 64) - 1), hi - (1 << 64) if hi >= 1 << 63 else hi)
+
+    rng = random.Random(5)
+    edges = [0, 1, 2, (1 << 32) - 1, 1 << 32, (1 << 63) - 1, (1 << 64) - 1, 1 << 64, (1 << 100) - 1, 1 << 100, 1 << 110]
+    for _ in range(20000):
+        a, b = (rng.choice(edges) + rng.randrange(-2, 3) if rng.random() < 0.5 else rng.getrandbits(rng.randrange(1, 120))
+                for _ in range(2))
+        a, b = (max(-(1 << 120), min(1 << 120, x)) * rng.choice((1, -1)) for x in (a, b))
+        exact = a * b
+        want = exact if abs(exact) <= _rule_expr.SATURATE else (_rule_expr.SATURATE if exact > 0 else -_rule_expr.SATURATE)
+        got = lib.inert_i128_mul_sat(pack(a), pack(b))
+        assert (got.hi << 64) + got.lo == want, (a, b)
