@@ -336,30 +336,37 @@ static head read_head(const uint8_t *p) {
     return h;
 }
 
-static int check_typed(scan *s, int code, const uint8_t *p, size_t len, unsigned ext_depth);
+static int check_typed(scan *s, int code, const uint8_t *p, size_t len, unsigned limit, unsigned depth);
 
-/* The typed extensions of the valid document d[0:n], in document order: a walk that counts the values
- * still to come (a container adds its items; a tuple's or set's payload is walked as its array). */
-static int typed_walk(scan *s, const uint8_t *d, size_t n, unsigned ext_depth) {
-    size_t pos = 0;
-    uint64_t pending = 1;
-    while (pending && pos < n) {
-        pending--;
+/* The typed extensions of the valid document d[0:n] (nested at most `limit` levels), in document order,
+ * each with the number of containers around it: a walk that keeps, per open container, the items left
+ * (a tuple's or set's payload is its array: one level, as the scan counts it). */
+static int typed_walk(scan *s, const uint8_t *d, size_t n, unsigned limit) {
+    uint64_t left[INERT_MAX_VALUE_DEPTH + 2];
+    size_t top = 0, pos = 0;
+    left[0] = 1;
+    while (pos < n) {
+        while (top > 0 && left[top] == 0) top--;
+        if (left[top] == 0) break;
+        left[top]--;
         head h = read_head(d + pos);
+        uint64_t count = 0;
         if (h.kind == V_ARRAY || h.kind == V_MAP) {
-            pending += h.kind == V_MAP ? 2 * h.n : h.n;
+            count = h.kind == V_MAP ? 2 * h.n : h.n;
             pos += h.header;
         } else if (h.kind == V_STR || h.kind == V_BIN) {
             pos += h.header + (size_t)h.n;
         } else if (h.kind == V_EXT && (h.code == 1 || h.code == 4 || h.code == 5)) {
-            pos += h.header; /* the payload's array follows */
-            pending++;
+            head a = read_head(d + pos + h.header);
+            count = a.n;
+            pos += h.header + a.header;
         } else if (h.kind == V_EXT) {
-            if (h.code >= 6 && check_typed(s, h.code, d + pos + h.header, (size_t)h.n, ext_depth)) return -1;
+            if (h.code >= 6 && check_typed(s, h.code, d + pos + h.header, (size_t)h.n, limit, (unsigned)top)) return -1;
             pos += h.header + (size_t)h.n;
         } else {
             pos += h.header;
         }
+        if (count && top + 1 < sizeof left / sizeof left[0]) left[++top] = count;
     }
     return 0;
 }
@@ -386,7 +393,7 @@ static int int_in(const uint8_t *p, uint64_t hi) {
     return h.kind == V_UINT && h.n <= hi;
 }
 
-static int check_typed(scan *s, int code, const uint8_t *p, size_t len, unsigned ext_depth) {
+static int check_typed(scan *s, int code, const uint8_t *p, size_t len, unsigned limit, unsigned depth) {
     if (code == INERT_EXT_BYTESIO) return 0;
     if (code == INERT_EXT_ARRAY) {
         if (len < 2) return typed_fault(s, INERT_TRUNCATED, code, "array extension of %llu bytes, its header needs 2%.0llu", len, 0);
@@ -418,17 +425,19 @@ static int check_typed(scan *s, int code, const uint8_t *p, size_t len, unsigned
         if (len != 1) return typed_fault(s, INERT_INVALID_VALUE, code, "torch.dtype extension holds %llu bytes, not 1%.0llu", len, 0);
         return typed_dtype(s, code, p[0], 0);
     }
-    /* a document inside: scanned like the outer one, one level deeper, then its own typed extensions */
-    if (ext_depth + 1 >= s->field_depth)
+    /* a document inside: scanned like the outer one below the extension's level (the containers around
+     * it, and the extension), then its own typed extensions */
+    if (limit < depth + 2)
         return inert_fail(s->r, INERT_LIMIT, s->base, "", "nesting exceeds max_depth(%u)", s->field_depth);
+    unsigned inner = limit - depth - 1;
     const uint8_t *outer = s->d;
     unsigned outer_depth = s->max_depth;
     s->d = p;
-    s->max_depth = s->field_depth - 1 - ext_depth;
+    s->max_depth = inner;
     int failed = scan_document(s, len);
     s->d = outer;
     s->max_depth = outer_depth;
-    if (failed || typed_walk(s, p, len, ext_depth + 1)) return -1;
+    if (failed || typed_walk(s, p, len, inner)) return -1;
     head h = read_head(p);
     if (code == INERT_EXT_TORCH_SIZE) {
         int ok = h.kind == V_ARRAY && h.n <= INERT_TYPED_MAX_NDIM;
@@ -571,7 +580,7 @@ int inert_read_msgpack(inert_reader *r, size_t *off, unsigned prefix, uint64_t m
     s.top = 0;
     s.typed = 0;
     if (scan_document(&s, (size_t)length)) return -1;
-    if (s.typed && typed_walk(&s, s.d, (size_t)length, 0)) return -1;
+    if (s.typed && typed_walk(&s, s.d, (size_t)length, max_depth)) return -1;
     if (r->v) visit_value(r, s.d);
     *off += (size_t)length;
     return 0;

@@ -281,6 +281,9 @@ def check_tensor_entry(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str,
     """A tensor entry's chunk columns agree in length, every chunk lies inside the tensor, and no dimension
     exceeds 2**63 - 1."""
     size = value["size"]
+    fault = _dims_fault(size, "size")
+    if fault is not None:
+        return fault
     ndim = len(size)
     count = len(value["chunk_files"])
     for name in ("chunk_byte_offsets", "chunk_byte_lengths", "chunk_crcs"):
@@ -289,9 +292,6 @@ def check_tensor_entry(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str,
     for name in ("chunk_offsets", "chunk_sizes"):
         if len(value[name]) != count * ndim:
             return name, f"{len(value[name])} values, {count} chunks of {ndim} dims need {count * ndim}"
-    fault = _dims_fault(size, "size")
-    if fault is not None:
-        return fault
     if _product(size, 1) is None:
         return "size", "element count overflows 64 bits"
     offsets, sizes = value["chunk_offsets"], value["chunk_sizes"]
@@ -348,6 +348,7 @@ def _check_dump_fields(fields: list[dict[str, Any]]) -> tuple[str, str] | None:
         if entry["name"] in names:
             return f"fields[{index}].name", f"{entry['name']!r} appears twice"
         names.add(entry["name"])
+    for index, entry in enumerate(fields):  # after every name: the declared order
         fault = _dims_fault(entry["layout"].get("shape") or [], f"fields[{index}].layout.shape")
         if fault is not None:
             return fault
