@@ -37,6 +37,7 @@ typedef struct {
     inert_ext ext;       /* F_EXT: what the list becomes */
     PyObject *obj;       /* the dict or list being built (owned) */
     PyObject *key;       /* F_OBJECT: the field's name (borrowed from the cache); F_MAP: the key read (owned) */
+    const char *first;   /* F_OBJECT: the first field's name (its dict is made when that field comes) */
     Py_ssize_t index;    /* F_LIST: the next element */
     Py_ssize_t count;
 } frame;
@@ -44,27 +45,44 @@ typedef struct {
 typedef struct {
     const void *key;
     int64_t value;
-    PyObject *obj; /* owned */
+    PyObject *obj;   /* owned */
+    Py_ssize_t size; /* sizes: the fields of the record whose first field is `key` */
 } slot;
+
+/* A dict sized for `n` items: CPython's own presizing (what BUILD_MAP uses), else a plain one. */
+static PyObject *sized_dict(Py_ssize_t n) {
+#if !defined(Py_LIMITED_API) && PY_VERSION_HEX < 0x030E0000
+    if (n > 5) return _PyDict_NewPresized(n);
+#endif
+    (void)n;
+    return PyDict_New();
+}
+
+typedef struct build build;
 
 typedef struct {
     PyObject_HEAD
     const inert_format_entry *entry;
+    build *spare; /* the state of a read, kept between calls (NULL while one is running) */
     PyObject *enums; /* enum name -> {int: member} (the codec's tables) */
     PyObject *rules; /* rule name -> (accept or None, check) */
     slot names[CACHE_SLOTS];
     slot members[CACHE_SLOTS];
     slot held[CACHE_SLOTS];
+    slot sizes[CACHE_SLOTS]; /* a record's field count by its first field: its dict is made that size */
 } Decoder;
 
-typedef struct {
+struct build {
     Decoder *d;
     PyObject *ctx;
     PyObject *result;
     int failed; /* a Python error, or a value this builder does not make: the codec reads again */
     int top;
     frame stack[MAX_FRAMES];
-} build;
+};
+
+/* The context's keys, interned once. */
+static PyObject *key_chunk_size, *key_verify_checksums;
 
 /* -- caches keyed by a pointer into the generated readers' constant strings -- */
 
@@ -142,17 +160,17 @@ static void add(build *b, PyObject *value) {
 }
 
 static void push(build *b, int kind, PyObject *obj, Py_ssize_t count, inert_ext ext) {
-    if (!obj) {
+    if (!obj && kind != F_OBJECT) {
         fail(b);
         return;
     }
     if (b->failed || b->top >= MAX_FRAMES) {
-        Py_DECREF(obj);
+        Py_XDECREF(obj);
         fail(b);
         return;
     }
     frame *f = &b->stack[b->top++];
-    f->kind = kind, f->ext = ext, f->obj = obj, f->key = NULL, f->index = 0, f->count = count;
+    f->kind = kind, f->ext = ext, f->obj = obj, f->key = NULL, f->first = NULL, f->index = 0, f->count = count;
 }
 
 /* Close the open container of `kind` and add it to its parent. */
@@ -163,6 +181,14 @@ static void pop(build *b, int kind) {
         return;
     }
     frame *f = &b->stack[--b->top];
+    if (kind == F_OBJECT && !f->obj && !(f->obj = PyDict_New())) {
+        fail(b);
+        return;
+    }
+    if (kind == F_OBJECT && f->first) { /* the next record of this kind gets a dict of this size */
+        slot *s = lookup(b->d->sizes, f->first, 0);
+        if (s) s->key = f->first, s->size = PyDict_GET_SIZE(f->obj);
+    }
     PyObject *obj = f->obj;
     f->obj = NULL;
     if (kind == F_LIST && f->index != f->count) {
@@ -195,7 +221,7 @@ static void unwind(build *b) {
 
 /* -- the visitor -- */
 
-static void on_begin_object(void *user) { push(user, F_OBJECT, PyDict_New(), 0, 0); }
+static void on_begin_object(void *user) { push(user, F_OBJECT, NULL, 0, 0); }
 static void on_end_object(void *user) { pop(user, F_OBJECT); }
 
 static void on_field(void *user, const char *name) {
@@ -205,9 +231,18 @@ static void on_field(void *user, const char *name) {
         fail(b);
         return;
     }
+    frame *f = &b->stack[b->top - 1];
+    if (!f->obj) {
+        slot *s = lookup(b->d->sizes, name, 0);
+        f->first = name;
+        if (!(f->obj = sized_dict(s && s->key ? s->size : 0))) {
+            fail(b);
+            return;
+        }
+    }
     PyObject *key = name_of(b, name);
     if (!key) fail(b);
-    b->stack[b->top - 1].key = key;
+    f->key = key;
 }
 
 static void on_begin_array(void *user, uint64_t count) {
@@ -289,6 +324,11 @@ static int on_held_rule(void *user, const char *rule, uint64_t start) {
         fail(b);
         return 1;
     }
+    frame *f = &b->stack[b->top - 1];
+    if (!f->obj && !(f->obj = PyDict_New())) {
+        fail(b);
+        return 1;
+    }
     PyObject *pair = rule_of(b, rule);
     if (!pair) { /* a rule the codec did not give: the Python reader decides */
         fail(b);
@@ -351,12 +391,13 @@ static PyObject *Decoder_decode(Decoder *self, PyObject *const *args, Py_ssize_t
         version = (unsigned)number;
     }
     PyObject *ctx = args[2];
-    PyObject *chunk = PyDict_GetItemString(ctx, "chunk_size"); /* borrowed */
+    PyObject *chunk = PyDict_GetItemWithError(ctx, key_chunk_size); /* borrowed */
     if (chunk && chunk != Py_None) {
         if (unsigned_arg(chunk, &params.chunk_size)) Py_RETURN_NONE;
         params.has_chunk_size = 1;
     }
-    PyObject *verify = PyDict_GetItemString(ctx, "verify_checksums");
+    PyObject *verify = PyDict_GetItemWithError(ctx, key_verify_checksums);
+    if (PyErr_Occurred()) return NULL;
     params.skip_checksums = verify == Py_False;
     if (nargs == 4 && args[3] != Py_None) {
         if (unsigned_arg(args[3], &params.max_size)) Py_RETURN_NONE;
@@ -367,11 +408,14 @@ static PyObject *Decoder_decode(Decoder *self, PyObject *const *args, Py_ssize_t
         PyErr_Clear();
         Py_RETURN_NONE;
     }
-    build *b = PyMem_Malloc(sizeof *b);
+    /* The spare state, unless a read of this decoder is running (a rule's Python code may read too). */
+    build *b = self->spare ? self->spare : PyMem_Malloc(sizeof *b);
     if (!b) {
         PyBuffer_Release(&view);
         return PyErr_NoMemory();
     }
+    int spare = b == self->spare;
+    self->spare = NULL;
     b->d = self, b->ctx = ctx, b->result = NULL, b->failed = 0, b->top = 0;
     int paused = view.len > GC_PAUSE_SIZE && PyGC_Disable();
     inert_error err;
@@ -384,7 +428,8 @@ static PyObject *Decoder_decode(Decoder *self, PyObject *const *args, Py_ssize_t
         b->result = NULL;
     }
     unwind(b);
-    PyMem_Free(b);
+    if (spare) self->spare = b;
+    else PyMem_Free(b);
     /* A Python error while building (no memory, a rule that raised): the Python reader reads again and
      * meets it, or answers. */
     if (PyErr_Occurred()) {
@@ -412,6 +457,10 @@ static int Decoder_init(Decoder *self, PyObject *args, PyObject *kwargs) {
         PyErr_Format(PyExc_ValueError, "no C reader of the format %s", name);
         return -1;
     }
+    if (!self->spare && !(self->spare = PyMem_Malloc(sizeof *self->spare))) {
+        PyErr_NoMemory();
+        return -1;
+    }
     Py_XSETREF(self->enums, Py_NewRef(enums));
     Py_XSETREF(self->rules, Py_NewRef(rules));
     return 0;
@@ -436,12 +485,14 @@ static int Decoder_clear(Decoder *self) {
     memset(self->names, 0, sizeof self->names);
     memset(self->members, 0, sizeof self->members);
     memset(self->held, 0, sizeof self->held);
+    memset(self->sizes, 0, sizeof self->sizes);
     return 0;
 }
 
 static void Decoder_dealloc(Decoder *self) {
     PyObject_GC_UnTrack(self);
     Decoder_clear(self);
+    PyMem_Free(self->spare);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -482,6 +533,9 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__accel(void) {
     if (PyType_Ready(&DecoderType) < 0) return NULL;
+    key_chunk_size = PyUnicode_InternFromString("chunk_size");
+    key_verify_checksums = PyUnicode_InternFromString("verify_checksums");
+    if (!key_chunk_size || !key_verify_checksums) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     if (PyModule_AddObjectRef(m, "Decoder", (PyObject *)&DecoderType) < 0) {
