@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 from types import ModuleType
@@ -211,3 +212,38 @@ def test_a_clean_copy_installs_with_or_without_a_compiler(tmp_path: Path, cc: st
     )
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.split() == [str(not cc), "[3]"]
+
+
+_SANITIZED_RUN = """
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("inert._accel", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+sys.modules["inert._accel"] = module  # the codecs bind this build
+import pytest
+sys.exit(pytest.main([sys.argv[2], "-q", "-x", "-p", "no:cacheprovider", "-k", "corpus or other_than_bytes or damaged"]))
+"""
+
+
+def test_the_accelerator_agrees_under_address_and_undefined_behaviour_sanitizers(tmp_path: Path) -> None:
+    """The comparisons above again, with the extension built with ASan and UBSan (every fault fatal)."""
+    compiler = shutil.which("gcc")
+    assert compiler, "the accelerator's tests need gcc"
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    built = tmp_path / f"_accel{suffix}"
+    sources = [str(p) for p in sorted((ROOT / "c").glob("inert_*.c"))] + [str(ROOT / "c" / "python" / "inert_accel.c")]
+    subprocess.run(
+        [compiler, "-shared", "-fPIC", "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
+         f"-I{ROOT / 'c'}", f"-I{sysconfig.get_paths()['include']}", "-o", str(built), *sources],
+        check=True, timeout=600,
+    )
+    runtimes = [subprocess.run([compiler, f"-print-file-name={lib}"], capture_output=True, text=True, check=True).stdout.strip()
+                for lib in ("libasan.so", "libubsan.so")]
+    script = tmp_path / "run.py"
+    script.write_text(_SANITIZED_RUN)
+    env = {k: v for k, v in os.environ.items() if k != "INERT_PURE_PYTHON"}
+    env |= {"LD_PRELOAD": " ".join(runtimes), "ASAN_OPTIONS": "detect_leaks=0", "UBSAN_OPTIONS": "print_stacktrace=1"}
+    run = subprocess.run([sys.executable, str(script), str(built), __file__], capture_output=True, text=True, env=env,
+                         timeout=900, cwd=ROOT)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert " passed" in run.stdout and "failed" not in run.stdout, run.stdout[-2000:]
