@@ -87,7 +87,8 @@ def main() -> None:
         raise SystemExit(f"the accelerator is not bound for {missing}: build it (pip install -e .) and unset INERT_PURE_PYTHON")
 
     print(f"load average before: {loadavg()}")
-    print(f"{'input':<36} {'bytes':>8} | {'accel':>9} {'python':>9} {'pickle':>9} | {'acc/pkl':>7} {'py/pkl':>7} {'py/acc':>6}   (ns, CPU)")
+    print(f"{'input':<36} {'bytes':>8} | {'accel':>9} {'python':>9} {'pickle':>9} | "
+          f"{'acc/pkl':>7} {'py/pkl':>7} {'py/acc':>6}   (ns, CPU)")
     for message in bench_shm.MESSAGES:
         codec = bench_shm.CODECS[message.format]
         data = codec.encode(message.value)
@@ -120,9 +121,11 @@ def main() -> None:
         },
         max(3, args.rounds // 6), 1,
     )
-    print(f"\ncheckpoint-metadata 70B/Adam/64-way: {len(data) / (1 << 20):.1f} MiB (pickled {len(pickled) / (1 << 20):.1f} MiB), ms:")
+    mib = 1 << 20
+    print(f"\ncheckpoint-metadata 70B/Adam/64-way: {len(data) / mib:.1f} MiB (pickled {len(pickled) / mib:.1f} MiB), ms:")
     for name, ns in t.items():
-        print(f"  {name:<16} {ns / 1e6:8.1f}   / pickle GC off {ns / t['pickle, GC off']:6.3f}   / pickle GC on {ns / t['pickle']:6.3f}")
+        off, on = ns / t["pickle, GC off"], ns / t["pickle"]
+        print(f"  {name:<16} {ns / 1e6:8.1f}   / pickle GC off {off:6.3f}   / pickle GC on {on:6.3f}")
     print(f"load average after: {loadavg()}")
 
 

@@ -297,6 +297,10 @@ static void on_end_map(void *user) { pop(user, F_MAP); }
 
 static void on_begin_ext(void *user, inert_ext kind, uint64_t count) {
     (void)count;
+    if (kind != INERT_EXT_TUPLE && kind != INERT_EXT_SET && kind != INERT_EXT_FROZENSET) {
+        fail(user); /* a typed extension (numpy, torch, registered objects): the Python reader builds it */
+        return;
+    }
     push(user, F_EXT, PyList_New(0), 0, kind);
 }
 static void on_end_ext(void *user) { pop(user, F_EXT); }
