@@ -25,10 +25,14 @@
 
 /* Records nest 64 deep at most and value documents 256: each level is one or two frames. */
 #define MAX_FRAMES 1024
-/* Inputs above this size are built with the garbage collector paused (the values hold no cycles). */
-#define GC_PAUSE_SIZE 65536
+/* Inputs above this size are built with the garbage collector paused: the values hold no cycles, and a
+ * collection while a few hundred containers are made costs a tenth of the build. */
+#define GC_PAUSE_SIZE 1024
 /* Pointer-keyed caches (field names, enum members, rules): a power of two. */
 #define CACHE_SLOTS 256
+/* Short strings kept by content (at most TEXT_CACHED bytes), one per slot: a power of two. */
+#define TEXT_SLOTS 64
+#define TEXT_CACHED 32
 
 enum { F_OBJECT, F_LIST, F_MAP, F_EXT };
 
@@ -70,6 +74,7 @@ typedef struct {
     slot members[CACHE_SLOTS];
     slot held[CACHE_SLOTS];
     slot sizes[CACHE_SLOTS]; /* a record's field count by its first field: its dict is made that size */
+    PyObject *texts[TEXT_SLOTS]; /* short strings that repeat through a value (a batch's dtypes), by content */
 } Decoder;
 
 struct build {
@@ -261,7 +266,26 @@ static void on_uint64(void *user, uint64_t value) { add(user, PyLong_FromUnsigne
 static void on_float64(void *user, double value) { add(user, PyFloat_FromDouble(value)); }
 
 static void on_text(void *user, const uint8_t *utf8, size_t len) {
-    add(user, PyUnicode_DecodeUTF8((const char *)utf8, (Py_ssize_t)len, "strict"));
+    build *b = user;
+    if (b->failed || len > TEXT_CACHED) {
+        add(b, PyUnicode_DecodeUTF8((const char *)utf8, (Py_ssize_t)len, "strict"));
+        return;
+    }
+    uint32_t h = 2166136261u; /* FNV-1a: which slot; the slot's string is compared byte for byte */
+    for (size_t k = 0; k < len; k++) h = (h ^ utf8[k]) * 16777619u;
+    PyObject **s = &b->d->texts[h & (TEXT_SLOTS - 1)];
+    if (*s) {
+        Py_ssize_t have;
+        const char *text = PyUnicode_AsUTF8AndSize(*s, &have);
+        if (text && (size_t)have == len && memcmp(text, utf8, len) == 0) {
+            add(b, Py_NewRef(*s));
+            return;
+        }
+        PyErr_Clear();
+    }
+    PyObject *text = PyUnicode_DecodeUTF8((const char *)utf8, (Py_ssize_t)len, "strict");
+    if (text) Py_XSETREF(*s, Py_NewRef(text));
+    add(b, text);
 }
 
 static void on_bytes(void *user, const uint8_t *data, size_t len) {
@@ -490,6 +514,7 @@ static int Decoder_clear(Decoder *self) {
     memset(self->members, 0, sizeof self->members);
     memset(self->held, 0, sizeof self->held);
     memset(self->sizes, 0, sizeof self->sizes);
+    for (size_t k = 0; k < TEXT_SLOTS; k++) Py_CLEAR(self->texts[k]);
     return 0;
 }
 
