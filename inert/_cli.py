@@ -128,11 +128,12 @@ def _cmd_encode(args: argparse.Namespace) -> int:
 
 def _cmd_gen(args: argparse.Namespace) -> int:
     try:
-        from inert import _generate, _generate_c
+        from inert import _generate, _generate_c, _generate_c_writer
     except ImportError as exc:
         raise _Usage(str(exc)) from None
     python = _generate.run(check=args.check)
-    return _generate_c.run(check=args.check) or python
+    readers = _generate_c.run(check=args.check)
+    return _generate_c_writer.run(check=args.check) or readers or python
 
 
 def _cmd_conformance(args: argparse.Namespace) -> int:

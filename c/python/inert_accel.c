@@ -22,6 +22,7 @@
 
 #include "inert_formats.h"
 #include "inert_runtime.h"
+#include "inert_writers.h"
 
 /* Records nest 64 deep at most and value documents 256: each level is one or two frames. */
 #define MAX_FRAMES 1024
@@ -550,8 +551,155 @@ static PyObject *formats(PyObject *module, PyObject *unused) {
     return out;
 }
 
+/* -- the generated C writers, for the tests that compare them with the Python encoders -- */
+
+typedef struct {
+    void **blocks;
+    size_t nblocks, capblocks;
+    Py_buffer *views;
+    size_t nviews, capviews;
+} arena;
+
+static void *arena_alloc(arena *a, size_t count, size_t size) {
+    if (a->nblocks == a->capblocks) {
+        size_t cap = a->capblocks ? 2 * a->capblocks : 64;
+        void **grown = PyMem_Realloc(a->blocks, cap * sizeof *grown);
+        if (!grown) return NULL;
+        a->blocks = grown, a->capblocks = cap;
+    }
+    void *p = PyMem_Calloc(count ? count : 1, size);
+    if (p) a->blocks[a->nblocks++] = p;
+    return p;
+}
+
+static void arena_free(arena *a) {
+    for (size_t k = 0; k < a->nblocks; k++) PyMem_Free(a->blocks[k]);
+    for (size_t k = 0; k < a->nviews; k++) PyBuffer_Release(&a->views[k]);
+    PyMem_Free(a->blocks);
+    PyMem_Free(a->views);
+}
+
+/* `obj` as a value tree (its strings and bytes stay `obj`'s), or -1 with a Python error. */
+static int tree_of(arena *a, PyObject *obj, inert_value *out, int depth) {
+    if (depth > 300) {
+        PyErr_SetString(PyExc_ValueError, "value nested too deep");
+        return -1;
+    }
+    if (obj == Py_None) {
+        out->kind = INERT_VALUE_NULL;
+    } else if (PyBool_Check(obj)) {
+        out->kind = INERT_VALUE_BOOL, out->boolean = obj == Py_True;
+    } else if (PyLong_Check(obj)) {
+        int overflow;
+        long long i = PyLong_AsLongLongAndOverflow(obj, &overflow);
+        if (i == -1 && PyErr_Occurred()) return -1;
+        if (!overflow) {
+            out->kind = INERT_VALUE_INT, out->i = i;
+        } else {
+            unsigned long long u = PyLong_AsUnsignedLongLong(obj);
+            if (u == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+            out->kind = INERT_VALUE_UINT, out->u = u;
+        }
+    } else if (PyFloat_Check(obj)) {
+        out->kind = INERT_VALUE_FLOAT, out->f = PyFloat_AS_DOUBLE(obj);
+    } else if (PyUnicode_Check(obj)) {
+        Py_ssize_t len;
+        const char *text = PyUnicode_AsUTF8AndSize(obj, &len);
+        if (!text) return -1;
+        out->kind = INERT_VALUE_TEXT, out->data = (const uint8_t *)text, out->len = (size_t)len;
+    } else if (PyBytes_Check(obj)) {
+        out->kind = INERT_VALUE_BYTES, out->data = (const uint8_t *)PyBytes_AS_STRING(obj), out->len = (size_t)PyBytes_GET_SIZE(obj);
+    } else if (PyObject_CheckBuffer(obj)) {
+        if (a->nviews == a->capviews) {
+            size_t cap = a->capviews ? 2 * a->capviews : 8;
+            Py_buffer *grown = PyMem_Realloc(a->views, cap * sizeof *grown);
+            if (!grown) return (PyErr_NoMemory(), -1);
+            a->views = grown, a->capviews = cap;
+        }
+        if (PyObject_GetBuffer(obj, &a->views[a->nviews], PyBUF_SIMPLE)) return -1;
+        Py_buffer *view = &a->views[a->nviews++];
+        out->kind = INERT_VALUE_BYTES, out->data = view->buf, out->len = (size_t)view->len;
+    } else if (PyList_Check(obj) || PyTuple_Check(obj)) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+        inert_value *items = arena_alloc(a, (size_t)n, sizeof *items);
+        if (!items) return (PyErr_NoMemory(), -1);
+        for (Py_ssize_t k = 0; k < n; k++)
+            if (tree_of(a, PySequence_Fast_GET_ITEM(obj, k), &items[k], depth + 1)) return -1;
+        out->kind = INERT_VALUE_LIST, out->items = items, out->count = (size_t)n;
+    } else if (PyDict_Check(obj)) {
+        inert_member *members = arena_alloc(a, (size_t)PyDict_GET_SIZE(obj), sizeof *members);
+        if (!members) return (PyErr_NoMemory(), -1);
+        Py_ssize_t pos = 0, k = 0;
+        PyObject *key, *item;
+        while (PyDict_Next(obj, &pos, &key, &item)) {
+            if (!PyUnicode_Check(key)) {
+                PyErr_SetString(PyExc_TypeError, "object keys must be str");
+                return -1;
+            }
+            if (!(members[k].name = PyUnicode_AsUTF8(key)) || tree_of(a, item, &members[k].value, depth + 1)) return -1;
+            k++;
+        }
+        out->kind = INERT_VALUE_OBJECT, out->members = members, out->count = (size_t)k;
+    } else {
+        PyErr_Format(PyExc_TypeError, "no value tree for %s", Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    return 0;
+}
+
+static const char *write_kind_name(inert_write_kind kind) {
+    return kind == INERT_WRITE_TYPE ? "write-type" : kind == INERT_WRITE_VALUE ? "write-value" : "unsupported";
+}
+
+/* encode(name, value, version): the generated C writer's bytes, or ValueError(kind, field, reason). */
+static PyObject *encode(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 3 || !PyUnicode_Check(args[0]) || !PyLong_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "encode(name, value, version)");
+        return NULL;
+    }
+    const inert_writer_entry *entry = inert_writer_of(PyUnicode_AsUTF8(args[0]));
+    if (!entry) return PyErr_Format(PyExc_LookupError, "no C writer of %U", args[0]);
+    unsigned long version = PyLong_AsUnsignedLong(args[2]);
+    if (PyErr_Occurred()) return NULL;
+    arena a = {0};
+    inert_value tree;
+    memset(&tree, 0, sizeof tree);
+    PyObject *out = NULL;
+    inert_write_error err;
+    size_t need = 0;
+    if (tree_of(&a, args[1], &tree, 0)) goto done;
+    if (entry->encode(&tree, (unsigned)version, NULL, 0, &need, &err) == 0) {
+        if (!(out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)need))) goto done;
+        size_t wrote = 0;
+        if (entry->encode(&tree, (unsigned)version, (uint8_t *)PyBytes_AS_STRING(out), need, &wrote, &err) == 0 && wrote == need)
+            goto done;
+        Py_CLEAR(out);
+    }
+    PyObject *fault = Py_BuildValue("(sss)", write_kind_name(err.kind), err.field, err.reason);
+    if (fault) PyErr_SetObject(PyExc_ValueError, fault);
+    Py_XDECREF(fault);
+done:
+    arena_free(&a);
+    return out;
+}
+
+static PyObject *writers(PyObject *module, PyObject *unused) {
+    (void)module, (void)unused;
+    PyObject *out = PyList_New(0);
+    for (size_t k = 0; out && k < inert_writer_count; k++) {
+        PyObject *name = PyUnicode_FromString(inert_writers[k].name);
+        if (!name || PyList_Append(out, name)) Py_CLEAR(out);
+        Py_XDECREF(name);
+    }
+    return out;
+}
+
 static PyMethodDef module_methods[] = {
     {"formats", formats, METH_NOARGS, "The names of the C readers built in."},
+    {"writers", writers, METH_NOARGS, "The names of the C writers built in."},
+    {"encode", (PyCFunction)(void (*)(void))encode, METH_FASTCALL,
+     "encode(name, value, version): the generated C writer's encoding of value (ValueError(kind, field, reason) if refused)."},
     {NULL, NULL, 0, NULL},
 };
 
