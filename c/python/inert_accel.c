@@ -56,7 +56,7 @@ typedef struct {
 
 /* A dict sized for `n` items: CPython's own presizing (what BUILD_MAP uses), else a plain one. */
 static PyObject *sized_dict(Py_ssize_t n) {
-#if !defined(Py_LIMITED_API) && PY_VERSION_HEX < 0x030E0000
+#if !defined(Py_LIMITED_API) && PY_VERSION_HEX < 0x030D0000 /* private since 3.13 */
     if (n > 5) return _PyDict_NewPresized(n);
 #endif
     (void)n;
