@@ -1,7 +1,7 @@
 """Binding the generated codecs to the CPython accelerator, ``inert._accel``, when it is built.
 
 ``inert._accel`` is an optional extension (setup.py builds it from the generated C readers in c/
-where a compiler works).  A codec whose format is accelerated (inert/_generate_c_python.py) binds
+where a compiler works).  A codec whose format is accelerated (inert/gen/c_python.py) binds
 its C reader at import with :func:`accelerator`; without the extension, or with the environment
 variable ``INERT_PURE_PYTHON`` set to anything but ``""`` or ``"0"``, the binding is ``None`` and
 the codec reads in pure Python.

@@ -28,7 +28,7 @@ from inert.conformance._corpus import Vector, load_corpus
 
 from inert import _accel  # noqa: F401  (fails here, not later, when the extension is not built)
 from inert._errors import InertError
-from inert._generate_c_python import ACCELERATED
+from inert.gen.c_python import ACCELERATED
 
 ROOT = Path(__file__).resolve().parent.parent
 VECTORS = [v for v in load_corpus(formats=sorted(ACCELERATED)) if v.value is None]

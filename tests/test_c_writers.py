@@ -16,7 +16,7 @@ from inert.conformance._corpus import load_corpus
 from fuzz.registry import FORMATS as REGISTRY
 from fuzz.registry import codec
 from inert import _accel
-from inert._generate_c_writer import WRITTEN
+from inert.gen.c_writer import WRITTEN
 
 NAMES = sorted(_accel.writers())
 

@@ -14,7 +14,7 @@ from pathlib import Path
 sys.path.append(str(Path(__file__).resolve().parents[2]))
 from fuzz import harness  # noqa: E402
 from fuzz.registry import FORMATS  # noqa: E402
-from inert._generate_c_python import ACCELERATED  # noqa: E402
+from inert.gen.c_python import ACCELERATED  # noqa: E402
 
 harness.instrument(*(name for name in FORMATS if name in ACCELERATED), grammar=False)
 

@@ -5,7 +5,7 @@ objects: one bounds check and one ``unpack_from`` per group of fixed-size
 fields, every count and length compared with its declared limit and with the
 bytes that remain before anything is allocated, and a writer that mirrors the
 reader.  An array of alike records is read as one uniform run when it can be
-(``inert._generate_runs``), element by element otherwise.  ``inert gen --check`` fails when a committed module differs from what
+(``inert.gen.runs``), element by element otherwise.  ``inert gen --check`` fails when a committed module differs from what
 the spec generates now.
 
 Run it as ``inert gen`` (or ``python -m inert gen``).
@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from inert import _generate_c_python
-from inert._generate_runs import RULE_FIELD_RE, RUN_MIN, eligible, quick_test, run_function
+from inert.gen import c_python
+from inert.gen.runs import RULE_FIELD_RE, RUN_MIN, eligible, quick_test, run_function
 from inert.spec import FORMATS
 from inert.spec._grammar import (
     Array,
@@ -43,9 +43,9 @@ from inert.spec._grammar import (
     min_size,
 )
 
-CODECS_DIR = Path(__file__).resolve().parent.parent / "codecs"
+CODECS_DIR = Path(__file__).resolve().parents[2] / "codecs"
 if not CODECS_DIR.is_dir():  # installed: the codecs live inside the package
-    CODECS_DIR = Path(__file__).resolve().parent / "codecs"
+    CODECS_DIR = Path(__file__).resolve().parents[1] / "codecs"
 
 _FIXED = (Scalar, Bool8, Tag)
 #: Strings up to this many bytes (a dtype, say) are decoded once per module and remembered.
@@ -75,7 +75,7 @@ def _code(sub: Any) -> str:
 def _spec_hash(fmt: Format) -> str:
     """Hash of everything a module is generated from: the spec module, the grammar, the generator."""
     digest = hashlib.sha256()
-    for module in (_spec_module(fmt), "inert.spec._grammar", __name__, _generate_c_python.__name__):
+    for module in (_spec_module(fmt), "inert.spec._grammar", __name__, c_python.__name__):
         digest.update(inspect.getsource(sys.modules[module]).encode())
     return digest.hexdigest()[:16]
 
@@ -537,7 +537,7 @@ class _ReadEmitter:
         self.emit(ind, f"off += {length}")
 
     def uniform_run(self, element: Any, leaves: list[tuple[enum.IntEnum, Record | None]]) -> str | None:
-        """The reader of an array of ``element`` as one uniform run, if it has one (see ``_generate_runs``)."""
+        """The reader of an array of ``element`` as one uniform run, if it has one (see ``inert.gen.runs``)."""
         present = RUN_MIN * min_size(element)  # bytes the array's count check has seen to be there
         if isinstance(element, Record) and eligible(element):
             return run_function(self.mod, element, None, self.text, present)
@@ -997,8 +997,8 @@ def generate(fmt: Format) -> str:
         readers=readers, writers=writers, name=fmt.name, param_sig=param_sig, ctx=ctx,
         magic=fmt.magic, header_size=fmt.header_size, max_size=fmt.max_size or (1 << 63) - 1,
         latest_reader=mod.readers[id(fmt.versions[fmt.latest])],
-        accel_setup=_generate_c_python.setup_line(fmt, sorted(mod.enums)),
-        accel_call=_generate_c_python.call_lines(fmt, ctx),
+        accel_setup=c_python.setup_line(fmt, sorted(mod.enums)),
+        accel_call=c_python.call_lines(fmt, ctx),
     ))
     for part, versions in fmt.parts.items():
         parts.append(
@@ -1014,7 +1014,7 @@ def generate(fmt: Format) -> str:
             )
         )
     text = "".join(parts)
-    if _generate_c_python.accelerated(fmt):
+    if c_python.accelerated(fmt):
         text = text.replace("\n    as_bool,\n", "\n    accelerator,\n    as_bool,\n", 1)
     if _uses_file_elements(fmt):
         text = text.replace("\nfrom inert import _checks\n", _FILE_IMPORTS + "from inert import _checks\n", 1)
@@ -1041,7 +1041,7 @@ def outputs() -> dict[Path, str]:
         files[CODECS_DIR / f"{fmt.module_name}.py"] = generate(fmt)
     docs_dir = CODECS_DIR.parent / "docs" / "spec"
     if docs_dir.parent.is_dir():  # a source checkout: the specification document is generated too
-        from inert import _docgen
+        from inert.gen import docs as _docgen
 
         files.update(_docgen.outputs(FORMATS, docs_dir))
     return files
