@@ -221,12 +221,14 @@ module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
 sys.modules["inert._accel"] = module  # the codecs bind this build
 import pytest
-sys.exit(pytest.main([sys.argv[2], "-q", "-x", "-p", "no:cacheprovider", "-k", "corpus or other_than_bytes or damaged"]))
+selected = "corpus or other_than_bytes or damaged or accept_vector or random_values or refuse"
+sys.exit(pytest.main([*sys.argv[2:], "-q", "-x", "-p", "no:cacheprovider", "-k", selected]))
 """
 
 
 def test_the_accelerator_agrees_under_address_and_undefined_behaviour_sanitizers(tmp_path: Path) -> None:
-    """The comparisons above again, with the extension built with ASan and UBSan (every fault fatal)."""
+    """The comparisons above, and the C writers' (tests/test_c_writers.py), again with the extension built with
+    ASan and UBSan (every fault fatal)."""
     compiler = shutil.which("gcc")
     assert compiler, "the accelerator's tests need gcc"
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
@@ -243,7 +245,8 @@ def test_the_accelerator_agrees_under_address_and_undefined_behaviour_sanitizers
     script.write_text(_SANITIZED_RUN)
     env = {k: v for k, v in os.environ.items() if k != "INERT_PURE_PYTHON"}
     env |= {"LD_PRELOAD": " ".join(runtimes), "ASAN_OPTIONS": "detect_leaks=0", "UBSAN_OPTIONS": "print_stacktrace=1"}
-    run = subprocess.run([sys.executable, str(script), str(built), __file__], capture_output=True, text=True, env=env,
-                         timeout=900, cwd=ROOT)
+    writers = str(Path(__file__).with_name("test_c_writers.py"))  # the generated C writers too
+    run = subprocess.run([sys.executable, str(script), str(built), __file__, writers], capture_output=True, text=True,
+                         env=env, timeout=900, cwd=ROOT)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert " passed" in run.stdout and "failed" not in run.stdout, run.stdout[-2000:]
