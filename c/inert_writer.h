@@ -30,7 +30,14 @@ typedef enum {
     INERT_VALUE_TEXT,  /* data, len: UTF-8 */
     INERT_VALUE_BYTES, /* data, len */
     INERT_VALUE_LIST,  /* items, count */
-    INERT_VALUE_OBJECT /* members, count */
+    INERT_VALUE_OBJECT, /* members, count */
+    /* Only inside value documents (MessagePack), besides the kinds above: */
+    INERT_VALUE_TUPLE,     /* items, count (a grammar's array takes it as a list) */
+    INERT_VALUE_MAP,       /* items: count keys and values, key first (keys TEXT or BYTES) */
+    INERT_VALUE_SET,       /* items, count (TEXT or BYTES) */
+    INERT_VALUE_FROZENSET, /* items, count (TEXT or BYTES) */
+    INERT_VALUE_COMPLEX,   /* f, imag */
+    INERT_VALUE_BYTEARRAY  /* data, len */
 } inert_value_kind;
 
 typedef struct inert_value inert_value;
@@ -42,6 +49,7 @@ struct inert_value {
     int64_t i;
     uint64_t u;
     double f;
+    double imag;
     const uint8_t *data;
     size_t len;
     const inert_value *items;
@@ -103,6 +111,8 @@ int inert_write_bytes(inert_writer *w, const inert_value *v, unsigned prefix, ui
 /* A list of at most max_count items, its count written as a prefix of `prefix` bytes. */
 int inert_write_list(inert_writer *w, const inert_value *v, unsigned prefix, uint64_t max_count);
 void inert_write_padding(inert_writer *w, unsigned align);
+/* A value document (canonical MessagePack, as inert/_value_doc.py writes it) after a length prefix. */
+int inert_write_msgpack(inert_writer *w, const inert_value *v, unsigned prefix, uint64_t max_len, unsigned max_depth);
 /* The CRC-32 of the encoding from `start` (the bytes are in out: the caller's buffer holds them). */
 void inert_write_crc32(inert_writer *w, size_t start);
 

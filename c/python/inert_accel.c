@@ -579,6 +579,21 @@ static void arena_free(arena *a) {
     PyMem_Free(a->views);
 }
 
+/* Whether every key of the dict is a str without NUL (an object of named members). */
+static int names_only(PyObject *dict) {
+    Py_ssize_t pos = 0, len;
+    PyObject *key, *item;
+    while (PyDict_Next(dict, &pos, &key, &item)) {
+        const char *name = PyUnicode_Check(key) ? PyUnicode_AsUTF8AndSize(key, &len) : NULL;
+        if (!name) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (strlen(name) != (size_t)len) return 0;
+    }
+    return 1;
+}
+
 /* `obj` as a value tree (its strings and bytes stay `obj`'s), or -1 with a Python error. */
 static int tree_of(arena *a, PyObject *obj, inert_value *out, int depth) {
     if (depth > 300) {
@@ -607,6 +622,24 @@ static int tree_of(arena *a, PyObject *obj, inert_value *out, int depth) {
         const char *text = PyUnicode_AsUTF8AndSize(obj, &len);
         if (!text) return -1;
         out->kind = INERT_VALUE_TEXT, out->data = (const uint8_t *)text, out->len = (size_t)len;
+    } else if (PyComplex_CheckExact(obj)) {
+        out->kind = INERT_VALUE_COMPLEX, out->f = PyComplex_RealAsDouble(obj), out->imag = PyComplex_ImagAsDouble(obj);
+    } else if (PyByteArray_CheckExact(obj)) {
+        out->kind = INERT_VALUE_BYTEARRAY, out->data = (const uint8_t *)PyByteArray_AS_STRING(obj);
+        out->len = (size_t)PyByteArray_GET_SIZE(obj);
+    } else if (PyAnySet_CheckExact(obj)) {
+        Py_ssize_t n = PySet_GET_SIZE(obj), k = 0;
+        inert_value *items = arena_alloc(a, (size_t)n, sizeof *items);
+        PyObject *iter = items ? PyObject_GetIter(obj) : NULL, *member;
+        if (!iter) return (items ? -1 : (PyErr_NoMemory(), -1));
+        while (k < n && (member = PyIter_Next(iter))) { /* the set holds its members: borrowed from here on */
+            int fault = tree_of(a, member, &items[k++], depth + 1);
+            Py_DECREF(member);
+            if (fault) break;
+        }
+        Py_DECREF(iter);
+        if (PyErr_Occurred()) return -1;
+        out->kind = PyFrozenSet_CheckExact(obj) ? INERT_VALUE_FROZENSET : INERT_VALUE_SET, out->items = items, out->count = (size_t)k;
     } else if (PyBytes_Check(obj)) {
         out->kind = INERT_VALUE_BYTES, out->data = (const uint8_t *)PyBytes_AS_STRING(obj), out->len = (size_t)PyBytes_GET_SIZE(obj);
     } else if (PyObject_CheckBuffer(obj)) {
@@ -625,7 +658,17 @@ static int tree_of(arena *a, PyObject *obj, inert_value *out, int depth) {
         if (!items) return (PyErr_NoMemory(), -1);
         for (Py_ssize_t k = 0; k < n; k++)
             if (tree_of(a, PySequence_Fast_GET_ITEM(obj, k), &items[k], depth + 1)) return -1;
-        out->kind = INERT_VALUE_LIST, out->items = items, out->count = (size_t)n;
+        out->kind = PyTuple_Check(obj) ? INERT_VALUE_TUPLE : INERT_VALUE_LIST, out->items = items, out->count = (size_t)n;
+    } else if (PyDict_Check(obj) && !names_only(obj)) { /* a value document's map with bytes keys */
+        Py_ssize_t n = PyDict_GET_SIZE(obj), pos = 0, k = 0;
+        PyObject *key, *item;
+        inert_value *items = arena_alloc(a, 2 * (size_t)n, sizeof *items);
+        if (!items) return (PyErr_NoMemory(), -1);
+        while (PyDict_Next(obj, &pos, &key, &item)) {
+            if (tree_of(a, key, &items[2 * k], depth + 1) || tree_of(a, item, &items[2 * k + 1], depth + 1)) return -1;
+            k++;
+        }
+        out->kind = INERT_VALUE_MAP, out->items = items, out->count = (size_t)k;
     } else if (PyDict_Check(obj)) {
         inert_member *members = arena_alloc(a, (size_t)PyDict_GET_SIZE(obj), sizeof *members);
         if (!members) return (PyErr_NoMemory(), -1);

@@ -4,8 +4,9 @@ A generated writer walks the grammar as the Python encoder does, taking its valu
 ``inert_value`` nodes shaped like the Python codec's values (``c/inert_writer.h``), and writes the
 same bytes; then the format's generated C reader reads them back, so whatever the reader's rules
 refuse, the writer refuses.  Written: ``shm-message`` and ``shm-samples-meta`` (what a C++ data
-loader worker sends) and ``checkpoint-shard`` records (what a C++ checkpoint writer writes), whose
-value records (MessagePack documents) are not written in C yet: they are refused as unsupported.
+loader worker sends) and ``checkpoint-shard`` records (what a C++ checkpoint writer writes); value
+documents in the canonical MessagePack form, except the typed extensions (numpy, torch, registered
+objects), which a value tree cannot hold.
 ``c/inert_writers.{h,c}`` is the registry, by the conformance name.
 """
 
@@ -193,9 +194,12 @@ class _Writer:
             self.emit(ind, f"for (size_t {index} = 0; {index} < {value}->count; {index}++) {{")
             self.value(sub.element, f"&{value}->items[{index}]", f"(inert_write_within_index(w, {index}), {wrap})", ind + 1)
             self.emit(ind, "}")
-        else:  # MsgPack (value documents) and anything newer: said at run time, not at `inert gen`
-            what = "value documents" if isinstance(sub, MsgPack) else f"the {type(sub).__name__} element"
-            self.emit(ind, f"inert_write_fail(w, INERT_WRITE_UNSUPPORTED, \"\", \"{what} are not written in C yet\");")
+        elif isinstance(sub, MsgPack):
+            call = f"inert_write_msgpack(w, {value}, {sub.prefix.size}, {sub.max_len}ull, {sub.max_depth})"
+            self.emit(ind, f"if ({call}) return {wrap};")
+        else:  # an element newer than this generator: said at run time, not at `inert gen`
+            what = type(sub).__name__
+            self.emit(ind, f"inert_write_fail(w, INERT_WRITE_UNSUPPORTED, \"\", \"the {what} element is not written in C yet\");")
             self.emit(ind, f"return {wrap};")
 
 
