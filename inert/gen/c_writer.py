@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from inert.gen.c import C_DIR, _c_string, _spec_hash, _target
+from inert.gen.emitter import LineEmitter
 from inert.spec import FORMATS
 from inert.spec._grammar import (
     Array,
@@ -57,18 +58,17 @@ def _banner(source: str, digest: str | None) -> str:
     )
 
 
-class _Writer:
-    """The writer functions of one format, declaration by declaration."""
+class _Writer(LineEmitter):
+    """The writer functions of one format, declaration by declaration (one function's lines at a time)."""
 
     def __init__(self, fmt: Format) -> None:
+        super().__init__(self)
         self.fmt = fmt
         self.names: dict[int, str] = {}
         self.pending: list[Record | Union] = []
         self.enums: dict[str, type[enum.IntEnum]] = {}
         self.functions: list[str] = []
         self.prototypes: list[str] = []
-        self.lines: list[str] = []
-        self.tmp = 0
 
     def writer(self, con: Record | Union) -> str:
         if id(con) not in self.names:
@@ -95,13 +95,6 @@ class _Writer:
             self.emit(1, "return 0;")
             self.emit(0, "}")
             self.functions.append("\n".join(self.lines))
-
-    def emit(self, ind: int, line: str) -> None:
-        self.lines.append("    " * ind + line)
-
-    def fresh(self, hint: str) -> str:
-        self.tmp += 1
-        return f"{hint}{self.tmp}"
 
     def enum(self, enum_cls: type[enum.IntEnum]) -> str:
         self.enums[enum_cls.__name__] = enum_cls
