@@ -77,7 +77,8 @@ ELEMENT_RULES: dict[str, tuple[SpecRule, ...]] = {
         SpecRule("grammar.string-length", "A string's byte length is at most its field's max_len (the limits "
                  "column); the length is checked before the bytes are read.", "limit", "*", "length <= max_len",
                  r"^string length \d+ exceeds max_len"),
-        SpecRule("grammar.utf8", "A string is valid UTF-8 (refused, never replaced).", "invalid-value", "*",
+        SpecRule("grammar.utf8", "A string is valid UTF-8 as RFC 3629 defines it: no surrogate (U+D800 to U+DFFF), "
+                 "no overlong form, nothing above U+10FFFF (refused, never replaced).", "invalid-value", "*",
                  "valid_utf8(bytes)", r"^invalid UTF-8$"),
     ),
     "Array": (

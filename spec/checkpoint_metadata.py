@@ -139,7 +139,8 @@ RULES = (
     SpecRule("checkpoint-metadata.size-overflow", "The product of a tensor's size is below 2**64.",
              "invalid-value", "tensors[i].size", "prod(size) < 2**64", r"^element count overflows 64 bits"),
     SpecRule("checkpoint-metadata.chunk-inside", "Every chunk lies inside its tensor: in every dim, the chunk's "
-             "offset plus its size is at most the tensor's size.", "invalid-value", "tensors[i].chunk_sizes",
+             "offset plus its size (the exact sum, never wrapped at 64 bits) is at most the tensor's "
+             "size.", "invalid-value", "tensors[i].chunk_sizes",
              "all(chunk_offsets[c * ndim + d] + chunk_sizes[c * ndim + d] <= size[d])", r"^a chunk ends beyond size"),
     SpecRule("checkpoint-metadata.file-name", "A data file name is " + FILE_NAME_SENTENCE + ".",
              "invalid-value", "files[i]", "re.fullmatch('[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}', name)",

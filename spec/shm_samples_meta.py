@@ -90,7 +90,8 @@ RULES = (
              "nbytes", "nbytes == prod(shape) * itemsize(dtype)", r"declared, shape and dtype give"),
     SpecRule("shm-samples-meta.offset-aligned", "The offset is a multiple of the itemsize.", "invalid-value",
              "offset", "offset % itemsize(dtype) == 0", r"is not a multiple of the itemsize"),
-    SpecRule("shm-samples-meta.inside-chunk", "When the caller passes chunk_size, offset + nbytes <= chunk_size.",
+    SpecRule("shm-samples-meta.inside-chunk", "When the caller passes chunk_size, offset + nbytes <= chunk_size (the exact sum, "
+             "never wrapped at 64 bits).",
              "invalid-value", "nbytes", "chunk_size is None or offset + nbytes <= chunk_size",
              r"-byte chunk$"),
 )
