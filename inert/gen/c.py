@@ -256,6 +256,9 @@ class _Emitter(LineEmitter):
             except Untranslatable as exc:
                 self.mod.unchecked.append(f"{con.typename}: {name} ({exc})")
                 self.emit(ind, f"/* not checked: {name} ({exc}) */")
+                held = getattr(getattr(check, "check", None), "__name__", None)
+                if expr is None and held:  # a visitor that can run the Python function (the accelerator) is asked
+                    self.emit(ind, f"if (inert_held_rule(r, {_c_string(held)}, {start})) return -1;")
                 continue
             reason = getattr(check, "reason", None) or getattr(check, "sentence", None) or name
             self.emit(ind, f"if (!({test}))")
