@@ -279,12 +279,19 @@ class _Emitter(LineEmitter):
                         columns[f"{name}.{element_name}"] = _column(slot, element)
         compiler = StepCompiler({**fields, **columns}, names, self.mod.fmt.params, self.mod.tables, self.fresh)
         body: list[str] = []
+        # The record's Python checks, which a visitor that can run them (the accelerator) is asked to run where
+        # a rule is held only in Python: they check every rule of the record, those already checked here included.
+        held = [getattr(c.check, "__name__", None) for c in con.checks if getattr(c, "expr", None) is None
+                and getattr(c, "check", None) is not None]
         for rule, steps in self.mod.rules[con.typename]:
             kind = _KINDS[rule.kind]
             reason = _c_string(f"{rule.id}: {rule.sentence}")
             if not steps:  # a named check held only in Python
                 self.mod.unchecked.append(f"{con.typename}: {rule.id} ({rule.check.split(' ', 1)[0]}: held only in Python)")
                 body.append("    " * ind + f"/* not checked: {rule.id} (held only in Python) */")
+                body.extend("    " * ind + f"if (inert_held_rule(r, {_c_string(name)}, {start})) return -1;"
+                            for name in held if name)
+                held = []  # asked once per record
             for step in steps:
                 if "[i]" in step.field:  # the indexes of the failing elements, filled in (@INDEXES@)
                     field = self.fresh("field")
