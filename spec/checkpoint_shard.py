@@ -55,8 +55,12 @@ inflated.  Before inflating, a reader checks ``inflated_length`` against
 bytes its metadata's dtype and chunk shape give; for a value, at most
 ``MAX_VALUE_LEN`` and its 5 bytes of header), and the frame's own content size
 must equal it: memory is bounded by declared lengths, never by what a frame
-inflates to.  The frame must be a single zstd frame with nothing after it;
-output of any other length is ``invalid-value``.  A writer stores a record
+inflates to.  The frame must be a single zstd frame with nothing after it
+(its header and block headers, RFC 8878, end exactly where the stored frame
+does: a frame cut short is refused before inflating), asking a window of at
+most 2**27 bytes (zstd's own default decoding limit, which bounds the memory
+inflating costs beyond its destination); output of any other length is
+``invalid-value``.  A writer stores a record
 that does not shrink as a version 1 body (``TENSOR`` or ``VALUE``), so a
 version 2 file may mix both.  Version 1 files stay as they were: a reader
 decodes each record by its file's version, and a ``ZSTD`` body in a version 1
