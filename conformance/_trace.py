@@ -13,8 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from inert.spec._rules import SpecRule
+
 from inert._errors import InertError
-from inert._rules import SpecRule
 
 from ._corpus import Vector, load_corpus
 

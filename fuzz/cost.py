@@ -158,7 +158,7 @@ _CHILD = r"""
 import json, os, resource, sys, time, tracemalloc
 sys.path.append(sys.argv[3])
 entry, directory = sys.argv[1], sys.argv[2]
-import torch, inert, inert.torch, inert.dump, inert._cli, inert._inspect, inert._verify, inert._migrate
+import torch, inert, inert.torch, inert.dump, inert.cli.main, inert.cli.inspect, inert.cli.verify, inert.cli.migrate
 import inert.codecs, importlib  # imports and the CLI's parser are not the input's cost: done once first
 for module in inert.codecs.MODULES.values():
     importlib.import_module(f"inert.codecs.{module}")
@@ -173,14 +173,14 @@ def call():
     elif entry == "dump.load":
         inert.dump.load(directory)
     elif entry.startswith("cli:decode:"):
-        code = inert._cli.main(["decode", "--format", entry.split(":")[2], os.path.join(directory, ".metadata")])
+        code = inert.cli.main.main(["decode", "--format", entry.split(":")[2], os.path.join(directory, ".metadata")])
     else:
-        code = inert._cli.main([entry.split(":")[1], directory])
+        code = inert.cli.main.main([entry.split(":")[1], directory])
     assert code in (0, 1), code  # 2 would be a usage error: the campaign's own mistake
     return f"exit {code}"
 
 sys.stdout = open(os.devnull, "w")
-inert._cli.main(["formats"])
+inert.cli.main.main(["formats"])
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 tracemalloc.start()
 start = time.process_time()

@@ -72,7 +72,7 @@ class Trials:
 
 def _verified(path: Path) -> str | None:
     """None when ``inert verify`` accepts ``path``, else its verdict."""
-    from inert._verify import verify_path
+    from inert.cli.verify import verify_path
 
     report = verify_path(os.fspath(path), show_progress=False)
     return None if report.ok else report.verdict()

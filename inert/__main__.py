@@ -1,5 +1,5 @@
 import sys
 
-from inert._cli import main
+from inert.cli.main import main
 
 sys.exit(main())

@@ -1,7 +1,7 @@
 """Value documents: the canonical MessagePack subset of Inert, read and written.
 
 A value document is one MessagePack value of this subset, in its one canonical
-encoding (the rules ``value.*`` of :data:`inert._rules.VALUE_RULES`, stated in
+encoding (the rules ``value.*`` of :data:`inert.spec._rules.VALUE_RULES`, stated in
 every page of docs/spec/ that has a value document):
 
 * nil, false, true; integers from -2**63 to 2**64-1 in the shortest encoding

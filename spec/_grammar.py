@@ -44,7 +44,8 @@ from inert._errors import (
     WriteTypeError,
     WriteValueError,
 )
-from inert._rules import ELEMENT_RULES, FILE_RULES, VALUE_RULES, SpecRule
+
+from ._rules import ELEMENT_RULES, FILE_RULES, VALUE_RULES, SpecRule
 
 __all__ = [
     "Scalar",
@@ -581,7 +582,7 @@ class MsgPack(Construct):  # type: ignore[misc]
     """A byte length (``prefix``) then one MessagePack value document of Inert's value subset.
 
     The subset and its one canonical encoding are :mod:`inert._value_doc`'s (the
-    rules ``value.*`` of :mod:`inert._rules`): None, bool, int (-2**63 .. 2**64-1),
+    rules ``value.*`` of :mod:`inert.spec._rules`): None, bool, int (-2**63 .. 2**64-1),
     float, str, bytes, list, dict (keys str or bytes), the extension codes
     1 tuple, 2 complex, 3 bytearray, 4 set, 5 frozenset, and the typed codes 6 to
     12 (:mod:`inert._value_types`).  The document is at most ``max_len`` bytes and

@@ -30,9 +30,9 @@ a record.
 import enum
 
 from inert._checks import check_metadata, check_tensor_entry
-from inert._rules import FILE_NAME_SENTENCE, SpecRule
 
 from ._grammar import Array, Bool8, Crc32, Format, Int8ul, Int32ul, Int64ul, MsgPack, Optional, Record, Tag, Utf8, Validate
+from ._rules import FILE_NAME_SENTENCE, SpecRule
 from .checkpoint_shard import DType
 
 MAGIC = b"\x89INRTMD\n"

@@ -77,9 +77,9 @@ has thousands of tiny records (the ``step`` scalars).
 import enum
 
 from inert._checks import check_compressed_record, check_tensor_record
-from inert._rules import SpecRule
 
 from ._grammar import Array, Bytes, Crc32, Format, Int8ul, Int32ul, Int64ul, MsgPack, Padding, Record, Tag, Union, Validate
+from ._rules import SpecRule
 
 #: Alignment of every record and every tensor payload, in bytes.
 ALIGN = 64

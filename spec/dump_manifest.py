@@ -29,9 +29,9 @@ carry, is left to the loader, which checks it before reading any record.
 import enum
 
 from inert._checks import check_dump_manifest
-from inert._rules import FILE_NAME_SENTENCE, SpecRule
 
 from ._grammar import Array, Crc32, Format, Int8ul, Int32ul, Int64ul, MsgPack, Record, Tag, Union, Utf8, Validate
+from ._rules import FILE_NAME_SENTENCE, SpecRule
 from .checkpoint_shard import MAX_NDIM, MAX_VALUE_DEPTH, DType
 from .dump_shard import MAX_FIELDS, MAX_NAME_LEN, MAX_ROWS
 

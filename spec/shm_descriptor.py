@@ -14,9 +14,9 @@ the samples meta layout has room for a checksum of its own.
 """
 
 from inert._checks import check_descriptor
-from inert._rules import SpecRule
 
 from ._grammar import Format, Int32sl, Int32ul, Int64ul, Record, Validate
+from ._rules import SpecRule
 
 _PLACE = (
     "worker_id" / Int32sl,

@@ -24,7 +24,6 @@ import enum
 from construct import this
 
 from inert._checks import check_sample_range
-from inert._rules import SpecRule
 
 from ._grammar import (
     Format,
@@ -38,6 +37,7 @@ from ._grammar import (
     Utf8,
     Validate,
 )
+from ._rules import SpecRule
 
 #: Longest exception message or traceback carried, in UTF-8 bytes.
 MAX_TEXT_LEN = 1 << 20

@@ -24,9 +24,9 @@ those dtypes passes these checks.
 import enum
 
 from inert._checks import check_array_sample
-from inert._rules import SpecRule
 
 from ._grammar import Array, Format, Int32ul, Int64ul, Record, Recursive, Tag, Union, Utf8, Validate
+from ._rules import SpecRule
 
 #: Deepest nesting of tuples and lists (a top-level sample is level 1).
 MAX_DEPTH = 64

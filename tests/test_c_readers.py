@@ -25,8 +25,8 @@ from inert.conformance._runner import read_failure_list
 from inert.conformance._testee import Testee as CTestee
 from inert.conformance.testees import inert_generated
 
-from inert import _generate_c
 from inert._errors import InertError
+from inert.gen import c as _generate_c
 
 ROOT = Path(__file__).resolve().parent.parent
 C_DIR = ROOT / "c"

@@ -12,7 +12,7 @@ import torch.distributed.checkpoint as dcp
 from safetensors.torch import save_file
 
 import inert.torch
-from inert._cli import main
+from inert.cli.main import main
 from tests.test_cli_tools import Evil
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")

@@ -32,8 +32,8 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 
 from inert import _audit
-from inert._cli import main
-from inert._cli_support import Progress
+from inert.cli.main import main
+from inert.cli.support import Progress
 from inert.dump import Row, dump
 from inert.torch import TORCH_VERSION, FileSystemReader, FileSystemWriter, loads_metadata
 from inert.torch._compat import dcp_save
@@ -312,7 +312,7 @@ def test_inspect_flags_the_one_global_outside_the_allowlist(made: dict[str, Path
 
 def test_inspect_does_not_import_torch(made: dict[str, Path]) -> None:
     paths = [str(made[name]) for name in ("inert", "inert2", "dump", "legacy")]
-    code = ("import sys\nfrom inert._cli import main\n"
+    code = ("import sys\nfrom inert.cli.main import main\n"
             f"codes = [main(['inspect', p]) for p in {paths!r}]\n"
             "print(codes, 'torch' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

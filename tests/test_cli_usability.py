@@ -55,7 +55,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (["migrate", "w.pt", "out", "--trust-source"], "migrate"),
 ])
 def test_cli_without_the_torch_extra_names_it_in_one_line(files: Path, argv: list[str], command: str) -> None:
-    result = without_torch(f"from inert._cli import main\nsys.exit(main({argv!r}))", files)
+    result = without_torch(f"from inert.cli.main import main\nsys.exit(main({argv!r}))", files)
     assert result.returncode == 2
     assert result.stdout == ""
     assert result.stderr.splitlines() == [f"inert: {command}: this command needs PyTorch: pip install 'inert[torch]'"]
@@ -63,7 +63,7 @@ def test_cli_without_the_torch_extra_names_it_in_one_line(files: Path, argv: lis
 
 
 def test_inspect_needs_no_torch(files: Path) -> None:
-    result = without_torch("from inert._cli import main\nsys.exit(main(['inspect', 'ckpt']))", files)
+    result = without_torch("from inert.cli.main import main\nsys.exit(main(['inspect', 'ckpt']))", files)
     assert result.returncode == 0, result.stderr
     assert "model.weight  float32  (2, 3)" in result.stdout
 

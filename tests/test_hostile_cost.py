@@ -32,7 +32,7 @@ import inert._checks
 import inert.torch
 from inert import InertError, InvalidValueError, LimitError, WriteTypeError
 from inert._allowlist import RefusedGlobal, load_legacy_metadata
-from inert._inspect import inspect_path
+from inert.cli.inspect import inspect_path
 from inert.dump import Row, dump, load
 from inert.torch import FileSystemWriter, load_tensors
 from inert.torch._reader import MAX_VALUE_LEN

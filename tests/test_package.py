@@ -57,7 +57,7 @@ def test_missing_spec_extra_names_it() -> None:
     result = _python("import inert.spec", blocked=("construct",))
     assert result.returncode != 0
     assert "pip install 'inert[spec]'" in result.stderr
-    cli = _python("import sys\nfrom inert._cli import main\nsys.exit(main(['gen', '--check']))", blocked=("construct",))
+    cli = _python("import sys\nfrom inert.cli.main import main\nsys.exit(main(['gen', '--check']))", blocked=("construct",))
     assert cli.returncode == 2
     assert cli.stderr.strip().splitlines() == ["inert: gen: inert.spec needs Construct: pip install 'inert[spec]'"]
 

@@ -15,8 +15,7 @@ import re
 import pytest
 from inert.conformance._trace import Trace, trace_corpus
 from inert.spec import FORMATS
-
-from inert._rules import ELEMENT_RULES, FILE_RULES, VALUE_RULES, SpecRule
+from inert.spec._rules import ELEMENT_RULES, FILE_RULES, VALUE_RULES, SpecRule
 
 KINDS = {"truncated", "trailing-bytes", "limit", "unknown-tag", "invalid-value", "checksum", "version", "foreign-format"}
 

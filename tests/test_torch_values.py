@@ -230,7 +230,7 @@ def test_registered_object_as_a_key_is_refused_at_save(tmp_path: Path, registere
 
 
 def test_verify_and_inspect_need_no_registration(tmp_path: Path, registered: None, capsys: Any) -> None:
-    from inert._cli import main
+    from inert.cli.main import main
 
     save({"sched": Schedule(1, 2, (0.9, 0.9)), "a": np.arange(3), "dev": torch.device("cpu")}, tmp_path)
     inert.torch.unregister_type(Schedule)

@@ -1,4 +1,4 @@
-"""The generated readers' sweep over arrays of alike records (``inert._generate_runs``).
+"""The generated readers' sweep over arrays of alike records (``inert.gen.runs``).
 
 A run must read exactly what the element-wise reader reads: the same values,
 and, for damaged input, the same error (class, offset, field path) as the
@@ -15,7 +15,7 @@ from inert.codecs import checkpoint_metadata, shm_samples_meta
 
 from fuzz.oracle import differential, outcome
 from fuzz.registry import FORMATS
-from inert._generate_runs import RUN_MIN
+from inert.gen.runs import RUN_MIN
 
 ALIKE = [
     {"kind": shm_samples_meta.SampleKind.ARRAY, "offset": 64 * i, "nbytes": 48, "dtype": "<f4", "shape": [2, 3, 2]}

@@ -18,7 +18,7 @@ from inert.spec._grammar import Format, interpret_decode, interpret_encode
 
 import inert
 from inert._canonical import to_json
-from inert._generate import generate
+from inert.gen.python import generate
 from tests.fixtures import example_log
 
 V1_VALUE = {"messages": ["started", "loaded 3 shards"]}

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from inert.spec._grammar import Array, Bool8, Record, Rule, Scalar, Tag, Utf8
 
 if TYPE_CHECKING:
-    from inert._generate import _Module
+    from inert.gen.python import _Module
 
 __all__ = ["RULE_FIELD_RE", "RUN_MIN", "eligible", "quick_test", "run_function"]
 

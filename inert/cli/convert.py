@@ -22,8 +22,8 @@ import os
 import sys
 from typing import Any
 
-from inert._cli_support import INVALID, CommandError, Progress
 from inert._foreign import inspect_safetensors, looks_like_pickle
+from inert.cli.support import INVALID, CommandError, Progress
 
 __all__ = ["source_kind", "convert", "TORCH_SAVE", "SAFETENSORS"]
 
@@ -60,7 +60,7 @@ def _load_torch_save(path: str) -> dict[str, Any]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, TypeError, AttributeError, KeyError) as exc:
-        from inert._migrate import _why
+        from inert.cli.migrate import _why
 
         raise CommandError(f"{path}: torch.load(weights_only=True) refuses it: {_why(exc)}", INVALID) from None
     if not isinstance(state, dict):
@@ -127,8 +127,8 @@ def convert(src: str, dst: str, kind: str, *, show_progress: bool = True) -> Any
 
     import torch
 
-    from inert._migrate import Migration, _save
-    from inert._verify import verify_path
+    from inert.cli.migrate import Migration, _save
+    from inert.cli.verify import verify_path
 
     if os.path.exists(dst) and (not os.path.isdir(dst) or os.listdir(dst)):
         raise CommandError(f"{dst} exists and is not an empty directory")

@@ -128,11 +128,12 @@ def _cmd_encode(args: argparse.Namespace) -> int:
 
 def _cmd_gen(args: argparse.Namespace) -> int:
     try:
-        from inert import _generate, _generate_c
+        import inert.spec  # noqa: F401  (first: without the extra, its error names it)
+        from inert.gen import c, python
     except ImportError as exc:
         raise _Usage(str(exc)) from None
-    python = _generate.run(check=args.check)
-    return _generate_c.run(check=args.check) or python
+    written = python.run(check=args.check)
+    return c.run(check=args.check) or written
 
 
 def _cmd_conformance(args: argparse.Namespace) -> int:
@@ -173,7 +174,9 @@ def _parser() -> argparse.ArgumentParser:
         )
         cmd.add_argument("path", nargs="?", default="-", help="input file, or - for standard input")
         cmd.set_defaults(run=run)
-    from inert import _inspect, _migrate, _verify
+    from inert.cli import inspect as _inspect
+    from inert.cli import migrate as _migrate
+    from inert.cli import verify as _verify
 
     for tool in (_inspect, _verify, _migrate):  # each parses its own arguments and prints its own one-line errors
         tool.add_parser(sub).set_defaults(run=tool.run)

@@ -1,9 +1,9 @@
 """What ``inert inspect``, ``verify`` and ``migrate`` share: exit codes, the one-line error, sizes,
 the terminal-only progress bar, mapped files.
 
-Each command lives in its own module (``inert._inspect``, ``inert._verify``,
-``inert._migrate``) with ``add_parser`` (its arguments and ``--help``) and
-``run`` (returns the exit code); ``inert._cli`` only dispatches.  Exit codes:
+Each command lives in its own module (``inert.cli.inspect``, ``inert.cli.verify``,
+``inert.cli.migrate``) with ``add_parser`` (its arguments and ``--help``) and
+``run`` (returns the exit code); ``inert.cli.main`` only dispatches.  Exit codes:
 0 success; 1 the input is invalid (a file that does not decode, a failed
 verification, a legacy checkpoint the allowlist refuses); 2 a usage or I/O
 error.  Errors are one line: ``inert: <command>: <reason>``.

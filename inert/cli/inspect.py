@@ -23,11 +23,11 @@ from typing import Any
 from inert import _foreign
 from inert._allowlist import is_allowed
 from inert._checks import checkpoint_itemsize, describe_foreign
-from inert._cli_support import INVALID, OK, USAGE, CommandError, fail, human_bytes, mapped, read_head
 from inert._codec_runtime import read_file_header
 from inert._errors import InertError
 from inert._files import is_regular_in, open_named, read_fd
 from inert._objstore import is_url
+from inert.cli.support import INVALID, OK, USAGE, CommandError, fail, human_bytes, mapped, read_head
 
 __all__ = ["add_parser", "run", "inspect_path", "METADATA_NAME", "MANIFEST_NAME", "directory_kind"]
 
@@ -117,7 +117,7 @@ def directory_kind(path: str) -> str:
 
 def inspect_path(path: str) -> dict[str, Any]:
     if is_url(path):
-        from inert._cli_urls import inspect_url
+        from inert.cli.urls import inspect_url
 
         return inspect_url(path)
     if os.path.isdir(path):

@@ -40,10 +40,10 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from inert._cli_support import INVALID, OK, USAGE, CommandError, Progress, fail, human_bytes
 from inert._errors import FileKindError
 from inert._files import open_in
-from inert._inspect import METADATA_NAME, directory_kind
+from inert.cli.inspect import METADATA_NAME, directory_kind
+from inert.cli.support import INVALID, OK, USAGE, CommandError, Progress, fail, human_bytes
 
 __all__ = ["add_parser", "run", "migrate", "Migration", "MAX_METADATA"]
 
@@ -111,7 +111,7 @@ class Migration:
 
 
 def run(args: argparse.Namespace) -> int:
-    from inert._convert import SAFETENSORS, TORCH_SAVE, convert, source_kind
+    from inert.cli.convert import SAFETENSORS, TORCH_SAVE, convert, source_kind
 
     kind = source_kind(args.src)
     if kind != SAFETENSORS and not args.trust_source:  # safetensors executes nothing: no trust needed
@@ -340,7 +340,7 @@ def migrate(src: str, dst: str, *, show_progress: bool = True) -> Migration:
     import torch
     from torch.distributed.checkpoint.metadata import BytesStorageMetadata
 
-    from inert._verify import verify_path
+    from inert.cli.verify import verify_path
     from inert.torch import TORCH_VERSION
 
     _check_dirs(src, dst)

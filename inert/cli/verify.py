@@ -30,11 +30,11 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from inert._cli_support import INVALID, OK, USAGE, CommandError, Progress, fail
 from inert._errors import InertError
 from inert._files import is_regular_in, open_in
-from inert._inspect import MANIFEST_NAME, METADATA_NAME, directory_kind
 from inert._objstore import is_url
+from inert.cli.inspect import MANIFEST_NAME, METADATA_NAME, directory_kind
+from inert.cli.support import INVALID, OK, USAGE, CommandError, Progress, fail
 
 __all__ = ["add_parser", "run", "verify_path", "Report"]
 
@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
 def verify_path(path: str, *, keep_going: bool = False, threads: int = 2, show_progress: bool = True) -> Report:
     """Verify a checkpoint or dump directory, or one Inert file; problems are collected in the report."""
     if is_url(path):
-        from inert._cli_urls import verify_url
+        from inert.cli.urls import verify_url
 
         return verify_url(path, threads=threads)
     if not os.path.exists(path):
@@ -159,8 +159,8 @@ def verify_path(path: str, *, keep_going: bool = False, threads: int = 2, show_p
 
 
 def _verify_file(path: str) -> Report:
-    from inert._cli_support import mapped
-    from inert._inspect import _magic_codecs
+    from inert.cli.inspect import _magic_codecs
+    from inert.cli.support import mapped
 
     report = Report("file", files=1)
     try:

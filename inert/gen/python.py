@@ -5,7 +5,7 @@ objects: one bounds check and one ``unpack_from`` per group of fixed-size
 fields, every count and length compared with its declared limit and with the
 bytes that remain before anything is allocated, and a writer that mirrors the
 reader.  An array of alike records is read as one uniform run when it can be
-(``inert._generate_runs``), element by element otherwise.  ``inert gen --check`` fails when a committed module differs from what
+(``inert.gen.runs``), element by element otherwise.  ``inert gen --check`` fails when a committed module differs from what
 the spec generates now.
 
 Run it as ``inert gen`` (or ``python -m inert gen``).
@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from inert._generate_runs import RULE_FIELD_RE, RUN_MIN, eligible, quick_test, run_function
+from inert.gen.runs import RULE_FIELD_RE, RUN_MIN, eligible, quick_test, run_function
 from inert.spec import FORMATS
 from inert.spec._grammar import (
     Array,
@@ -42,9 +42,9 @@ from inert.spec._grammar import (
     min_size,
 )
 
-CODECS_DIR = Path(__file__).resolve().parent.parent / "codecs"
+CODECS_DIR = Path(__file__).resolve().parents[2] / "codecs"
 if not CODECS_DIR.is_dir():  # installed: the codecs live inside the package
-    CODECS_DIR = Path(__file__).resolve().parent / "codecs"
+    CODECS_DIR = Path(__file__).resolve().parents[1] / "codecs"
 
 _FIXED = (Scalar, Bool8, Tag)
 #: Strings up to this many bytes (a dtype, say) are decoded once per module and remembered.
@@ -536,7 +536,7 @@ class _ReadEmitter:
         self.emit(ind, f"off += {length}")
 
     def uniform_run(self, element: Any, leaves: list[tuple[enum.IntEnum, Record | None]]) -> str | None:
-        """The reader of an array of ``element`` as one uniform run, if it has one (see ``_generate_runs``)."""
+        """The reader of an array of ``element`` as one uniform run, if it has one (see ``inert.gen.runs``)."""
         present = RUN_MIN * min_size(element)  # bytes the array's count check has seen to be there
         if isinstance(element, Record) and eligible(element):
             return run_function(self.mod, element, None, self.text, present)
@@ -1036,7 +1036,7 @@ def outputs() -> dict[Path, str]:
         files[CODECS_DIR / f"{fmt.module_name}.py"] = generate(fmt)
     docs_dir = CODECS_DIR.parent / "docs" / "spec"
     if docs_dir.parent.is_dir():  # a source checkout: the specification document is generated too
-        from inert import _docgen
+        from inert.gen import docs as _docgen
 
         files.update(_docgen.outputs(FORMATS, docs_dir))
     return files

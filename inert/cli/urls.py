@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from inert._cli_support import USAGE, CommandError
 from inert._errors import InertError, StorageError
-from inert._inspect import MANIFEST_NAME, METADATA_NAME, checkpoint_summary, dump_summary, inert_view
 from inert._objstore import filesystem, join, object_sizes, read_bounded
-from inert._verify import Report, _read_item
+from inert.cli.inspect import MANIFEST_NAME, METADATA_NAME, checkpoint_summary, dump_summary, inert_view
+from inert.cli.support import USAGE, CommandError
+from inert.cli.verify import Report, _read_item
 
 __all__ = ["inspect_url", "verify_url"]
 
