@@ -56,3 +56,15 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
         events = _audit.take_reader_events()
         if events:
             pytest.fail("a reader loaded or ran code: " + "; ".join(events), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def s3() -> Generator[Any, None, None]:
+    """A real S3 API server on localhost (``tests/s3_server.py``), shared by the session; each test takes a bucket."""
+    from s3_server import S3Server
+
+    server = S3Server()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -15,6 +15,11 @@ import time
 import uuid
 from typing import Any
 
+#: Client options for fault tests: one attempt by botocore (s3fs still retries some errors a few times, with backoff).
+NO_RETRIES = {"config_kwargs": {"retries": {"max_attempts": 1}, "connect_timeout": 5, "read_timeout": 20}}
+#: The filesystems the object-storage tests run on.
+KINDS = ("s3", "memory", "file")
+
 #: Credentials the local server accepts (any); never real ones.
 _OPTIONS = {"key": "testing", "secret": "testing", "client_kwargs": {"region_name": "us-east-1"}}
 
@@ -61,6 +66,15 @@ def _serve() -> None:
     while True:  # until the parent kills this process
         time.sleep(3600)
 
+
+def location(kind: str, server: S3Server | None, tmp_path: Any, path: str) -> tuple[str, dict[str, Any]]:
+    """A fresh URL ending in ``path`` on ``kind`` (one of ``KINDS``; "s3" on ``server``), with its storage options."""
+    if kind == "s3":
+        assert server is not None
+        return f"s3://{server.new_bucket()}/{path}", server.options(skip_instance_cache=True)
+    if kind == "memory":
+        return f"memory://inert-{uuid.uuid4().hex}/{path}", {}
+    return f"file://{tmp_path}/{path}", {}
 
 if __name__ == "__main__":
     _serve()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 
 import pytest
 import s3fs
@@ -18,15 +17,6 @@ from inert.dump import Row, dump
 from inert.torch import FsspecWriter
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
-
-
-@pytest.fixture(scope="module")
-def s3() -> Iterator[S3Server]:
-    server = S3Server()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def cli(s3: S3Server | None, *args: str, endpoint: str = "") -> subprocess.CompletedProcess[str]:

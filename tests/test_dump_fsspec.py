@@ -6,37 +6,20 @@ objects are InertErrors; a failing read is a StorageError.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import torch
-from s3_server import FaultProxy, S3Server
+from s3_server import KINDS, NO_RETRIES, FaultProxy, S3Server, location
 
 from inert import ChecksumError, ForeignFormatError, StorageError, TruncatedError
 from inert.dump import Row, dump, load, open_dump
 
-NO_RETRIES = {"config_kwargs": {"retries": {"max_attempts": 1}, "connect_timeout": 5, "read_timeout": 20}}
 
-
-@pytest.fixture(scope="module")
-def s3() -> Iterator[S3Server]:
-    server = S3Server()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture(params=["s3", "memory", "file"])
+@pytest.fixture(params=KINDS)
 def where(request: pytest.FixtureRequest, tmp_path: Any) -> tuple[str, dict[str, Any]]:
-    if request.param == "s3":
-        server = request.getfixturevalue("s3")
-        return f"s3://{server.new_bucket()}/ckpt/rollout", server.options(skip_instance_cache=True)
-    if request.param == "memory":
-        return f"memory://inert-{uuid.uuid4().hex}/rollout", {}
-    return f"file://{tmp_path}/rollout", {}
+    server = request.getfixturevalue("s3") if request.param == "s3" else None
+    return location(request.param, server, tmp_path, "ckpt/rollout")
 
 
 def rows(count: int = 40) -> list[Row]:

@@ -9,9 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import uuid
 import warnings
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,7 +17,7 @@ import ranks
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-from s3_server import FaultProxy, S3Server
+from s3_server import KINDS, NO_RETRIES, FaultProxy, S3Server, location
 from torch.distributed.checkpoint._fsspec_filesystem import FsspecWriter as DcpFsspecWriter
 
 import inert.torch
@@ -28,28 +26,13 @@ from inert.torch import FsspecReader, FsspecWriter, load_tensors
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
 
-#: Client options for fault tests: one attempt by botocore (s3fs still retries some errors a few times, with backoff).
-NO_RETRIES = {"config_kwargs": {"retries": {"max_attempts": 1}, "connect_timeout": 5, "read_timeout": 20}}
 
 
-@pytest.fixture(scope="module")
-def s3() -> Iterator[S3Server]:
-    server = S3Server()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture(params=["s3", "memory", "file"])
+@pytest.fixture(params=KINDS)
 def where(request: pytest.FixtureRequest, tmp_path: Any) -> tuple[str, dict[str, Any]]:
     """A fresh checkpoint URL and its storage options, on each filesystem."""
-    if request.param == "s3":
-        server = request.getfixturevalue("s3")
-        return f"s3://{server.new_bucket()}/run/ckpt", server.options(skip_instance_cache=True)
-    if request.param == "memory":
-        return f"memory://inert-{uuid.uuid4().hex}/ckpt", {}
-    return f"file://{tmp_path}/ckpt", {}
+    server = request.getfixturevalue("s3") if request.param == "s3" else None
+    return location(request.param, server, tmp_path, "run/ckpt")
 
 
 def model_and_adam(seed: int = 0) -> tuple[torch.nn.Module, torch.optim.Optimizer]:

@@ -28,6 +28,7 @@ from typing import Any
 from construct.expr import BinExpr, UniExpr
 from construct.expr import Path as ExprPath
 
+from inert.gen.emitter import LineEmitter
 from inert.spec import FORMATS
 from inert.spec._grammar import (
     Array,
@@ -154,20 +155,10 @@ class _Module:
             self.functions.append(emitter.function(con))
 
 
-class _Emitter:
+class _Emitter(LineEmitter):
     """Emits the reader function of one Record or Union."""
 
-    def __init__(self, mod: _Module) -> None:
-        self.mod = mod
-        self.lines: list[str] = []
-        self.tmp = 0
-
-    def emit(self, ind: int, line: str) -> None:
-        self.lines.append("    " * ind + line)
-
-    def fresh(self, hint: str) -> str:
-        self.tmp += 1
-        return f"{hint}{self.tmp}"
+    mod: _Module
 
     def visit(self, ind: int, call: str) -> None:
         self.emit(ind, f"if (r->v) r->v->{call};")

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from inert.gen.emitter import LineEmitter
 from inert.gen.runs import RULE_FIELD_RE, RUN_MIN, eligible, quick_test, run_function
 from inert.spec import FORMATS
 from inert.spec._grammar import (
@@ -235,20 +236,10 @@ def _leaf_cases(element: Any) -> list[tuple[enum.IntEnum, Record | None]]:
     return [(member, case) for member, case in target.cases.items() if not _recurses(case)]
 
 
-class _ReadEmitter:
+class _ReadEmitter(LineEmitter):
     """Emits the reader of one Record or Union."""
 
-    def __init__(self, mod: _Module) -> None:
-        self.mod = mod
-        self.lines: list[str] = []
-        self.tmp = 0
-
-    def emit(self, ind: int, line: str) -> None:
-        self.lines.append("    " * ind + line)
-
-    def fresh(self, hint: str) -> str:
-        self.tmp += 1
-        return f"{hint}{self.tmp}"
+    mod: _Module
 
     def function(self, con: Record | Union) -> str:
         self.nested = id(con) in self.mod.nested
