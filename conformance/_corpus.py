@@ -174,13 +174,14 @@ def _load(path: Path, fmt: str, version: int) -> Vector:
 
 
 def load_corpus(root: Path = CORPUS_DIR, formats: Iterable[str] | None = None) -> list[Vector]:
-    """Every vector under ``root`` (or only those of ``formats``), by format, version and name."""
+    """Every vector under ``root`` (or only those of ``formats``: a format's name also selects its parts,
+    ``checkpoint-shard`` gives ``checkpoint-shard.record`` too), by format, version and name."""
     wanted = None if formats is None else set(formats)
     if not root.is_dir():
         raise HarnessError(f"no corpus at {root}")
     vectors = []
     for fmt_dir in sorted(p for p in root.iterdir() if p.is_dir()):
-        if wanted is not None and fmt_dir.name not in wanted:
+        if wanted is not None and fmt_dir.name not in wanted and fmt_dir.name.split(".")[0] not in wanted:
             continue
         for version_dir in sorted(p for p in fmt_dir.iterdir() if p.is_dir()):
             match = _VERSION_RE.match(version_dir.name)

@@ -15,6 +15,7 @@ run, so lists never go stale.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -191,9 +192,10 @@ def read_failure_list(path: Path) -> set[str]:
     return {line.split("#", 1)[0].strip() for line in lines} - {""}
 
 
-def _format_of(name: str) -> str:
-    parts = name.split(".")
-    return parts[1] if len(parts) > 3 else ""
+def _formats_of(name: str) -> set[str]:
+    """The format (``checkpoint-shard.record``) and base format (``checkpoint-shard``) a test name belongs to."""
+    match = re.match(r"Required\.(([^.]+)(\.[^.]+)?)\.v\d+\.", name)
+    return set() if match is None else {match.group(1), match.group(2)}
 
 
 def run(
@@ -224,7 +226,7 @@ def run(
                     status = KNOWN
             report.results.append(Result(case.name, case.group, status, detail, case.vector))
     for name in sorted(failure_list - seen):
-        if selected is None or _format_of(name) in selected:
+        if selected is None or _formats_of(name) & selected:
             report.results.append(Result(name, "failure list", FAIL, "no such test in the corpus: remove it from the list"))
     return report
 
@@ -234,7 +236,8 @@ def _parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument(
         "--testee", required=True, help=f"command that speaks the testee protocol, or a built-in name ({builtins})"
     )
-    parser.add_argument("--format", action="append", dest="formats", metavar="NAME", help="run only this format (repeatable)")
+    parser.add_argument("--format", action="append", dest="formats", metavar="NAME",
+                        help="run only this format and its parts (repeatable; a part, e.g. checkpoint-shard.record, alone)")
     parser.add_argument("--failure-list", type=Path, help="file of test names known to fail, one per line")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for each response (default 10)")
     parser.add_argument("--verbose", action="store_true", help="print each failing vector's input bytes in hex")

@@ -16,7 +16,7 @@ import msgpack
 
 from ._filelib import DTYPES, PICKLE, SAFETENSORS, TORCH_ZIP, as_json, crc, header
 from ._vectorlib import Corpus, Piece, text, u32, u64
-from ._vectors_checkpoint_shard import one_reject_per_rule, typed_rejects
+from ._vectors_checkpoint_shard import one_reject_per_rule, typed_rejects, value_extensions
 
 MAGIC = b"\x89INRTMD\n"
 MAX_FQN_LEN = 1 << 16
@@ -87,9 +87,10 @@ def sealed_file(magic: bytes, document: bytes, value: Any) -> Piece:
 
 
 def metadata_file(m: dict[str, Any]) -> Piece:
+    """The file of ``m``; ``planner_json``, when present, is the planner data's canonical JSON."""
     document = metadata_document(m)
-    value = copy.deepcopy({k: v for k, v in m.items() if k != "planner_raw"})
-    value["planner_data"] = as_json(m.get("planner_data"))
+    value = copy.deepcopy({k: v for k, v in m.items() if k not in ("planner_raw", "planner_json")})
+    value["planner_data"] = m["planner_json"] if "planner_json" in m else as_json(m.get("planner_data"))
     for t in value["tensors"]:
         t["requires_grad"], t["pin_memory"] = bool(t["requires_grad"]), bool(t["pin_memory"])
     return sealed_file(MAGIC, document, value)
@@ -122,6 +123,13 @@ def document_file_vectors(c: Corpus, magic: bytes, rep: Piece) -> None:
              Piece(damaged, {**rep.value, "crc32": rep.value["crc32"] ^ (1 << 24)}), NO_CHECKSUMS)
     c.reject("MaxSizeExceeded", "a file longer than the caller's max_size", rep.data, "limit", {"max_size": len(rep.data) - 1})
     c.accept("MaxSizeExact", "a file exactly as long as the caller's max_size", rep, {"max_size": len(rep.data)})
+    c.reject("MaxSizeBeforeMagic", "a pickle longer than the caller's max_size: the size is checked before the magic",
+             PICKLE, "limit", {"max_size": len(PICKLE) - 1}, rule="file.max-size")
+
+
+def damaged_crc(piece: Piece) -> bytes:
+    """``piece``'s bytes with one bit of its CRC-32 flipped."""
+    return piece.data[:-1] + bytes([piece.data[-1] ^ 1])
 
 
 def tensor(fqn: str, size: list[int], chunks: list[tuple[list[int], list[int]]], first_file: int = 0) -> dict[str, Any]:
@@ -179,6 +187,8 @@ def build() -> Corpus:
            for i, layout in enumerate(LAYOUTS)))
     ok("NoChunks", "a tensor with no chunks", lambda m: m["tensors"].append(tensor("empty", [0, 5], [])))
     ok("ZeroD", "a 0-d tensor: chunks of 0 values each", lambda m: m["tensors"].append(tensor("scalar", [], [([], [])])))
+    ok("ChunksOverlap", "two chunks of one tensor overlapping, not covering it: not checked",
+       lambda m: m["tensors"].append(tensor("overlap", [8], [([0], [3]), ([1], [3])])))
     ok("ChunkAtEdge", "a chunk ending exactly at its tensor's size",
        lambda m: m["tensors"].append(tensor("edge", [5], [([4], [1])])))
     ok("FileNameAtLimit", "a file name of 255 bytes", lambda m: m["files"].append("f" * MAX_FILE_NAME_LEN))
@@ -211,6 +221,12 @@ def build() -> Corpus:
     bad("NdimAboveLimit", "a tensor of 65 dims", lambda m: m["tensors"][1].update(size=[1] * 65, chunk_offsets=[],
                                                                                   chunk_sizes=[]), "limit")
     bad("PlannerNestedOverLimit", "planner data nested 65 deep", lambda m: m.update(planner_data=[nested]), "limit")
+    for name, what, document, spelled in value_extensions():
+        ok(f"Planner{name}", f"planner data: {what}", lambda m, d=document, j=spelled: m.update(
+            planner_raw=msgpack.packb(d, use_bin_type=True), planner_json=j))
+    c.reject("ChecksumBeforeCrossReference", "a file listed twice and a damaged CRC-32: the CRC-32 is checked "
+             "before the document's own rules", damaged_crc(metadata_file(_variant(lambda m: m["files"].append(
+                 m["files"][0])))), "checksum", rule="file.crc32")
     bad("PlannerExtUnknown", "planner data holding extension code 42",
         lambda m: m.update(planner_raw=msgpack.packb(msgpack.ExtType(42, b""))), "unknown-tag")
     bad("PlannerNeverUsed", "planner data of the never-used byte 0xc1", lambda m: m.update(planner_raw=b"\xc1"),

@@ -61,6 +61,34 @@ def _array(dtype: int, dims: list[int], data: bytes) -> bytes:
     return struct.pack(f"<BB{len(dims)}Q", dtype, len(dims), *dims) + data
 
 
+def value_extensions() -> list[tuple[str, str, Any, Any]]:
+    """Accepted documents of every extension code (1 to 12), as a writer encodes them (a set's members and a
+    map's keys in increasing order), with their canonical JSON spellings (a set's members in the order of
+    their canonical JSON text)."""
+    extensions: list[tuple[str, str, Any, Any]] = [
+        ("ValueTuple", "a tuple (extension 1)", msgpack.ExtType(1, msgpack.packb([1, "a"])), {"$tuple": [1, "a"]}),
+        ("ValueTupleEmpty", "an empty tuple", msgpack.ExtType(1, msgpack.packb([])), {"$tuple": []}),
+        ("ValueComplex", "a complex number (extension 2)", msgpack.ExtType(2, struct.pack("<dd", 1.5, -2.0)),
+         {"$complex": [1.5, -2.0]}),
+        ("ValueComplexNonFinite", "a complex number of NaN and infinity",
+         msgpack.ExtType(2, struct.pack("<dd", math.nan, math.inf)), {"$complex": [{"$float": "nan"}, {"$float": "inf"}]}),
+        ("ValueBytearray", "a bytearray (extension 3)", msgpack.ExtType(3, b"\x00\xff"), {"$bytearray": "AP8="}),
+        ("ValueSet", "a set (extension 4), members in increasing order: str before bin",
+         msgpack.ExtType(4, msgpack.packb(["a", "b", b"a"], use_bin_type=True)), {"$set": ["a", "b", {"$bytes": "YQ=="}]}),
+        ("ValueFrozenset", "a frozenset (extension 5)", msgpack.ExtType(5, msgpack.packb(["x"])), {"$frozenset": ["x"]}),
+        ("ValueMapBytesKey", "a map with a bin key (spelled as a $map)", {b"k": 1}, {"$map": [[{"$bytes": "aw=="}, 1]]}),
+        ("ValueMapDollarKey", "a map whose string key starts with $ (spelled as a $map)", {"$bytes": 1},
+         {"$map": [["$bytes", 1]]}),
+        ("ValueOptimizerState", "an Adam state: a tuple of betas, an empty set, state by parameter name",
+         {"frozen": msgpack.ExtType(4, msgpack.packb([])),
+          "param_groups": [{"betas": msgpack.ExtType(1, msgpack.packb([0.9, 0.999])), "params": [0]}],
+          "state": {"0": {"step": 3}}},
+         {"frozen": {"$set": []}, "param_groups": [{"betas": {"$tuple": [0.9, 0.999]}, "params": [0]}],
+          "state": {"0": {"step": 3}}}),
+    ]
+    return extensions + typed_extensions()
+
+
 def typed_extensions() -> list[tuple[str, str, Any, Any]]:
     """Accepted documents of the typed extensions 6 to 12, with their canonical JSON spellings."""
     ext, pack = msgpack.ExtType, msgpack.packb
@@ -87,6 +115,47 @@ def typed_extensions() -> list[tuple[str, str, Any, Any]]:
          {"$torch.device": ["cpu", None]}),
         ("ValueRegisteredObject", "a registered object (extension 12): its name and its fields",
          ext(12, pack(["train.Config", {"lr": 0.5}])), {"$object": ["train.Config", {"lr": 0.5}]}),
+    ]
+
+
+def _lists(depth: int, inner: Any) -> Any:
+    for _ in range(depth):
+        inner = [inner]
+    return inner
+
+
+def value_order_vectors() -> list[tuple[str, str, bytes, Any, str]]:
+    """Documents where two rules could apply, or where the depth of a typed extension's document is at stake:
+    (name, what, document, the canonical JSON accepted or the error kind refused, the rule that decides)."""
+    ext, pack = msgpack.ExtType, lambda v: msgpack.packb(v, use_bin_type=True)
+    return [
+        ("ValueOrderFormBeforeTypedPayload", "an array extension of unknown dtype, then 0xc1: the canonical form "
+         "of the whole document is checked before any typed payload", b"\x92" + pack(ext(7, bytes([99, 0]))) + b"\xc1",
+         "invalid-value", "value.never-used"),
+        ("ValueOrderShortestBeforeCut", "a str8 of 5 bytes (the shortest form is a fixstr), 2 present: the form "
+         "before the bytes", b"\xd9\x05ab", "invalid-value", "value.shortest-length"),
+        ("ValueOrderCodeBeforePayload", "an ext8 of 100 bytes of code 42, none present: the code before the payload",
+         b"\xc7\x64\x2a", "unknown-tag", "value.ext-code"),
+        ("ValueOrderKeyTypeBeforeCut", "a map whose key is a uint16 cut short: the key's type before its bytes",
+         b"\x81\xcd\x01", "invalid-value", "value.key-type"),
+        ("ValueOrderDepthBeforeCount", "an array of 15 at depth 65, no element present: the depth before the count",
+         b"\x91" * 64 + b"\x9f", "limit", "value.depth"),
+        ("ValueOrderDepthEmpty", "an empty array at depth 65: empty containers count", b"\x91" * 64 + b"\x90", "limit",
+         "value.depth"),
+        ("ValueArrayOrderNdimBeforeDims", "an array extension of 65 dims, 1 present: ndim before the dims",
+         pack(ext(7, bytes([DTYPES["INT32"][0], 65]) + bytes(8))), "limit", "value.typed-array-ndim"),
+        ("ValueArrayOrderCodeBeforeNdim", "an array extension of dtype 99 and 65 dims: the dtype first",
+         pack(ext(7, bytes([99, 65]))), "unknown-tag", "value.typed-dtype-code"),
+        ("ValueTorchSizeAtDepthLimit", "a torch.Size inside lists 62 deep: its array at depth 64 (the lists, "
+         "the extension, the array)", pack(_lists(62, ext(9, pack([2, 3])))), _lists(62, {"$torch.Size": [2, 3]}),
+         "value.depth"),
+        ("ValueTorchSizeOverDepthLimit", "a torch.Size inside lists 63 deep: its array at depth 65",
+         pack(_lists(63, ext(9, pack([2, 3])))), "limit", "value.depth"),
+        ("ValueObjectStateAtLimit", "a registered object whose document nests 63 levels ([name, state], the state "
+         "62 lists deep): max_depth - 1", pack(ext(12, pack(["a", _lists(61, [])]))),
+         {"$object": ["a", _lists(61, [])]}, "value.depth"),
+        ("ValueObjectStateOverLimit", "a registered object whose document nests 64 levels: one more than "
+         "max_depth - 1", pack(ext(12, pack(["a", _lists(62, [])]))), "limit", "value.depth"),
     ]
 
 
@@ -215,31 +284,7 @@ def body_vectors(c: Corpus, f: Frame, unknown_kinds: tuple[int, ...] = (0, 3, 0x
             c.accept(name, what, f.value(nested))
         else:
             c.accept(name, what, f.value(doc))
-    # The extension types, as a writer encodes them (a set's members and a map's keys in increasing order),
-    # with the canonical JSON spellings (a set's members in the order of their canonical JSON text).
-    extensions: list[tuple[str, str, Any, Any]] = [
-        ("ValueTuple", "a tuple (extension 1)", msgpack.ExtType(1, msgpack.packb([1, "a"])), {"$tuple": [1, "a"]}),
-        ("ValueTupleEmpty", "an empty tuple", msgpack.ExtType(1, msgpack.packb([])), {"$tuple": []}),
-        ("ValueComplex", "a complex number (extension 2)", msgpack.ExtType(2, struct.pack("<dd", 1.5, -2.0)),
-         {"$complex": [1.5, -2.0]}),
-        ("ValueComplexNonFinite", "a complex number of NaN and infinity",
-         msgpack.ExtType(2, struct.pack("<dd", math.nan, math.inf)), {"$complex": [{"$float": "nan"}, {"$float": "inf"}]}),
-        ("ValueBytearray", "a bytearray (extension 3)", msgpack.ExtType(3, b"\x00\xff"), {"$bytearray": "AP8="}),
-        ("ValueSet", "a set (extension 4), members in increasing order: str before bin",
-         msgpack.ExtType(4, msgpack.packb(["a", "b", b"a"], use_bin_type=True)), {"$set": ["a", "b", {"$bytes": "YQ=="}]}),
-        ("ValueFrozenset", "a frozenset (extension 5)", msgpack.ExtType(5, msgpack.packb(["x"])), {"$frozenset": ["x"]}),
-        ("ValueMapBytesKey", "a map with a bin key (spelled as a $map)", {b"k": 1}, {"$map": [[{"$bytes": "aw=="}, 1]]}),
-        ("ValueMapDollarKey", "a map whose string key starts with $ (spelled as a $map)", {"$bytes": 1},
-         {"$map": [["$bytes", 1]]}),
-        ("ValueOptimizerState", "an Adam state: a tuple of betas, an empty set, state by parameter name",
-         {"frozen": msgpack.ExtType(4, msgpack.packb([])),
-          "param_groups": [{"betas": msgpack.ExtType(1, msgpack.packb([0.9, 0.999])), "params": [0]}],
-          "state": {"0": {"step": 3}}},
-         {"frozen": {"$set": []}, "param_groups": [{"betas": {"$tuple": [0.9, 0.999]}, "params": [0]}],
-          "state": {"0": {"step": 3}}}),
-    ]
-    extensions += typed_extensions()
-    for name, what, document, spelled in extensions:
+    for name, what, document, spelled in value_extensions():
         c.accept(name, what, f.encoded_value(msgpack.packb(document, use_bin_type=True), spelled))
     c.reject("ValueNestedOverLimit", "lists nested 65 deep", f.wrap(value_body(_nested(MAX_VALUE_DEPTH + 1))), "limit",
              rule="value.depth")
@@ -263,6 +308,11 @@ def body_vectors(c: Corpus, f: Frame, unknown_kinds: tuple[int, ...] = (0, 3, 0x
         c.reject(name, what, f.wrap(value_body(doc)), error, rule=rule)
     for name, what, document, error in typed_rejects():
         c.reject(name, what, f.wrap(value_body(msgpack.packb(document, use_bin_type=True))), error)
+    for name, what, doc, outcome, rule in value_order_vectors():
+        if isinstance(outcome, str):
+            c.reject(name, what, f.wrap(value_body(doc)), outcome, rule=rule)
+        else:
+            c.accept(name, what, f.encoded_value(doc, outcome), rule=rule)
     canonical_form_vectors(c, f)
     c.reject("ValueStrBadUtf8", "a string that is not UTF-8", f.wrap(value_body(b"\xa2\xc3\x28")), "invalid-value",
              rule="value.utf8")
@@ -432,6 +482,8 @@ def build_record(version: int = 1) -> Corpus:
                    {"body": {"kind": "TENSOR", "dtype": "FLOAT32", "shape": [2], "data": b64(bytes(4))}}, "write-value")
     c.refuse_write("UnknownDtype", "dtype FLOAT128",
                    {"body": {"kind": "TENSOR", "dtype": "FLOAT128", "shape": [], "data": b64(bytes(16))}}, "write-value")
+    c.refuse_write("TorchSizeOverDepthLimit", "a torch.Size inside lists 63 deep: its array would be at depth 65",
+                   {"body": {"kind": "VALUE", "value": _lists(63, {"$torch.Size": [2, 3]})}}, "write-value")
     if version >= 2:
         zstd_vectors(c)
     return c

@@ -15,8 +15,8 @@ import msgpack
 
 from ._filelib import DTYPES, as_json, header
 from ._vectorlib import Corpus, Piece, text, u32, u64
-from ._vectors_checkpoint_metadata import code, column, document_file_vectors, sealed_file, utf8
-from ._vectors_checkpoint_shard import one_reject_per_rule, typed_rejects
+from ._vectors_checkpoint_metadata import code, column, damaged_crc, document_file_vectors, sealed_file, utf8
+from ._vectors_checkpoint_shard import one_reject_per_rule, typed_rejects, value_extensions
 
 MAGIC = b"\x89INRTDM\n"
 #: Copied from spec/dump_manifest.py and spec/dump_shard.py on purpose.
@@ -67,9 +67,9 @@ def manifest_document(m: dict[str, Any]) -> bytes:
 
 def manifest_file(m: dict[str, Any]) -> Piece:
     value = copy.deepcopy(m)
-    for k in value["keys"]:
+    for k in value["keys"]:  # tag_json, when present: the tag's canonical JSON
         k.pop("tag_raw", None)
-        k["tag"] = as_json(k["tag"])
+        k["tag"] = k.pop("tag_json") if "tag_json" in k else as_json(k["tag"])
     return sealed_file(MAGIC, manifest_document(m), value)
 
 
@@ -136,6 +136,17 @@ def build() -> Corpus:
     for _ in range(MAX_DEPTH - 1):
         nested = [nested]
     ok("TagNestedAtLimit", "a tag nested 64 deep", lambda m: m["keys"][0].update(tag=nested))
+
+    for name, what, document, spelled in value_extensions():
+        ok(f"Tag{name}", f"a tag: {what}", set_in(lambda m: m["keys"][1], tag=None,
+                                                  tag_raw=msgpack.packb(document, use_bin_type=True), tag_json=spelled))
+    typed_tag = msgpack.packb({"arr": msgpack.ExtType(7, bytes([DTYPE_CODES["INT32"], 1]) + u64(1) + bytes(4)),
+                               "dev": msgpack.ExtType(11, msgpack.packb(["cpu", None])),
+                               "size": msgpack.ExtType(9, msgpack.packb([2]))}, use_bin_type=True)
+    ok("TagTypedExtensions", "a tag map of an array, a torch.device and a torch.Size",
+       set_in(lambda m: m["keys"][0], tag_raw=typed_tag, tag_json={
+           "arr": {"$array": {"data": "AAAAAA==", "dtype": "INT32", "shape": [1]}},
+           "dev": {"$torch.device": ["cpu", None]}, "size": {"$torch.Size": [2]}}))
 
     # Enumerations.
     for raw in (0, 4, 0xFF):
@@ -213,6 +224,18 @@ def build() -> Corpus:
         lambda m: m["keys"][0].update(nested_shapes=[[1] * 65]), "limit")
 
     # Cross-field rules (check_dump_manifest).
+    for name, what, edit in (
+        ("DenseDimensionHuge", "a dense field with a dim of 2**63", lambda m: m["fields"][0]["layout"].update(
+            shape=[1 << 63])),
+        ("NestedDimensionHuge", "a nested shape with a dim of 2**63", lambda m: m["keys"][0].update(
+            nested_shapes=[[1 << 63]])),
+    ):
+        bad(name, what, edit, "invalid-value", "dump-manifest.dimension")
+    ok("NestedDimensionLargest", "a nested shape with a dim of 2**63 - 1, the largest torch holds",
+       lambda m: m["keys"][0].update(nested_shapes=[[(1 << 63) - 1]]))
+    c.reject("ChecksumBeforeCrossReference", "two rows keyed a and a damaged CRC-32: the CRC-32 is checked before "
+             "the cross references", damaged_crc(manifest_file(variant(lambda m: m["keys"][2].update(key="a")))),
+             "checksum", rule="file.crc32")
     for name, what, edit in (
         ("DuplicateFieldName", "two fields named ids", lambda m: m["fields"][2].update(name="ids")),
         ("DuplicateKey", "two rows keyed a", lambda m: m["keys"][2].update(key="a")),

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import mmap
 import os
 import stat
 from collections.abc import Iterator
@@ -30,7 +31,8 @@ from typing import BinaryIO
 
 from inert._errors import FileKindError, LimitError
 
-__all__ = ["open_in", "open_named", "open_path", "directory_fd", "is_regular_in", "read_fd", "read_stream", "file_kind"]
+__all__ = ["open_in", "open_named", "open_path", "directory_fd", "is_regular_in", "read_fd", "read_private", "read_stream",
+           "file_kind"]
 
 _FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
 #: Reads of a stream or a device are this long at most: nothing is allocated ahead of the bytes.
@@ -155,6 +157,25 @@ def read_fd(fd: int, limit: int, format: str, name: str) -> bytes:
         at += len(part)
         left -= len(part)
     return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def read_private(fd: int, limit: int, format: str, name: str) -> memoryview:
+    """``read_fd`` into anonymous private memory, one copy and no ``bytes`` join: for files of any size.
+
+    The file is read, never mapped: another process that truncates it makes a short read (which
+    the decoder refuses), where a mapping of the file would be a SIGBUS at the first lost page.
+    """
+    size = os.fstat(fd).st_size
+    if size > limit:
+        raise LimitError(format, 0, name, f"file of {size} bytes exceeds max_size({limit})")
+    view = memoryview(mmap.mmap(-1, size + 1))  # anonymous: pages cost memory only once read into
+    done = 0
+    while done <= size:  # one byte more than fstat saw: a file that grew is refused by the decoder
+        got = os.preadv(fd, [view[done:]], done)
+        if got <= 0:
+            break
+        done += got
+    return view[:done]
 
 
 def read_stream(stream: BinaryIO | int, limit: int, format: str, name: str) -> bytes:

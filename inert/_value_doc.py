@@ -48,7 +48,7 @@ from inert._errors import (
     WriteTypeError,
     WriteValueError,
 )
-from inert._value_types import TYPED_CODES, decode_typed, encode_typed
+from inert._value_types import EXT_DEVICE, EXT_OBJECT, EXT_SIZE, TYPED_CODES, decode_typed, encode_typed
 from inert._value_types import _Fault as TypedFault
 
 __all__ = [
@@ -82,6 +82,8 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _COMPLEX = struct.Struct("<dd")
 _GC_PAUSE_SIZE = 1 << 16
+#: The typed extensions whose payload is a value document.
+_DOCUMENT_CODES = frozenset((EXT_SIZE, EXT_DEVICE, EXT_OBJECT))
 _ABS = (1 << 63) - 1
 _INF = 0x7FF0000000000000
 
@@ -130,8 +132,10 @@ def _check_nan(raw: bytes, pos: int) -> None:
         raise _Fault(InvalidValueError, pos, f"NaN stored as {raw.hex()}, only {CANONICAL_NAN.hex()} is canonical")
 
 
-def _scan(data: bytes, max_depth: int) -> None:
-    """Refuse the first fault of ``data`` in byte order; return when it is one canonical document."""
+def _scan(data: bytes, max_depth: int) -> list[int]:
+    """Refuse the first fault of ``data`` in byte order; return when it is one canonical document, with the
+    depth (containers open around it) of each typed extension holding a document (9, 11, 12), in byte order."""
+    docs: list[int] = []
     n = len(data)
     # A frame: [items left, end of the bytes it may use, kind, the previous key's bytes, the end to reach
     # when done (-1: none), whether the previous key is a bin].
@@ -218,7 +222,7 @@ def _scan(data: bytes, max_depth: int) -> None:
                 depth += 1
                 break
             frame[0] = left
-            pos = _ext(data, pos, end, b, stack, max_depth) if c == 3 else _item(data, pos, end, b, stack, max_depth)
+            pos = _ext(data, pos, end, b, stack, max_depth, docs) if c == 3 else _item(data, pos, end, b, stack, max_depth, docs)
             if stack[-1] is not frame:
                 depth += 1
                 break
@@ -229,6 +233,7 @@ def _scan(data: bytes, max_depth: int) -> None:
                 raise _Fault(TrailingBytesError, pos, f"{frame[4] - pos} bytes after the array of an extension payload")
     if pos != n:
         raise _Fault(TrailingBytesError, pos, f"{n - pos} bytes after the end of the value document")
+    return docs
 
 
 def _key(data: bytes, pos: int, end: int, frame: list[Any]) -> int:
@@ -260,7 +265,8 @@ def _payload_length(data: bytes, pos: int, b: int) -> int:
     return data[pos + 1] if size == 1 else int(_LENGTH[size].unpack_from(data, pos + 1)[0])  # type: ignore[union-attr]
 
 
-def _item(data: bytes, pos: int, end: int, b: int, stack: list[list[Any]], max_depth: int) -> int:
+def _item(data: bytes, pos: int, end: int, b: int, stack: list[list[Any]], max_depth: int,
+          docs: list[int] | None = None) -> int:
     """Check the value starting with byte ``b`` at ``pos``; the position after it (after its header for a
     container with items, whose frame is pushed on ``stack``)."""
     start = pos
@@ -326,13 +332,14 @@ def _item(data: bytes, pos: int, end: int, b: int, stack: list[list[Any]], max_d
                          + (" (a non-negative integer is unsigned)" if number >= 0 else ""))
         return pos + 1 + packer.size
     if b in _FIXEXT or b in _EXT_FORMS:
-        return _ext(data, pos, end, b, stack, max_depth)
+        return _ext(data, pos, end, b, stack, max_depth, docs)
     if b == 0xC1:
         raise _Fault(InvalidValueError, pos, "the byte 0xc1 is never used")
     raise _Fault(InvalidValueError, pos, "float32 (0xca): floats are float64 (0xcb)")
 
 
-def _ext(data: bytes, pos: int, end: int, b: int, stack: list[list[Any]], max_depth: int) -> int:
+def _ext(data: bytes, pos: int, end: int, b: int, stack: list[list[Any]], max_depth: int,
+         docs: list[int] | None = None) -> int:
     start = pos
     if b in _FIXEXT:
         length, pos = _FIXEXT[b], pos + 1
@@ -359,7 +366,9 @@ def _ext(data: bytes, pos: int, end: int, b: int, stack: list[list[Any]], max_de
         return pos + 16
     if code == EXT_BYTEARRAY or code in TYPED_CODES:
         # A typed payload has its own rules (inert._value_types); a document inside it is scanned
-        # like this one when the value is built (_Build.nested), its depth counted on.
+        # like this one when the value is built (_Build.nested), its depth counted on from here.
+        if code in _DOCUMENT_CODES and docs is not None:
+            docs.append(len(stack) - 1)  # the stack holds the top pseudo-frame and one frame per open container
         return pos + length
     # A tuple, set or frozenset: the payload is one array, then nothing.
     payload_end = pos + length
@@ -398,11 +407,14 @@ class _Build:
     """msgpack's decode of a document already scanned: it builds, the scanner has checked.
 
     A typed extension's inner document (torch.Size, torch.device, a registered object's state) is
-    scanned and built by :meth:`nested`, one level deeper."""
+    scanned and built by :meth:`nested`: the extension counts as one level, and the inner document's
+    depth continues from the containers around it (as the writer counts it)."""
 
-    def __init__(self, fmt: str, base: int, path: str, max_depth: int) -> None:
+    def __init__(self, fmt: str, base: int, path: str, max_depth: int, docs: list[int]) -> None:
         self.fmt, self.base, self.path, self.max_depth = fmt, base, path, max_depth
-        self.ext_depth = 0
+        # Per document being built: the depths of its typed documents (from _scan, in the order msgpack
+        # meets them: byte order), how many were built, and its depth limit.
+        self.documents: list[list[Any]] = [[docs, 0, max_depth]]
         self.hook = self.ext_hook
 
     def unpack(self, data: Any) -> Any:
@@ -427,18 +439,22 @@ class _Build:
         return tuple(items) if code == EXT_TUPLE else (set(items) if code == EXT_SET else frozenset(items))
 
     def nested(self, payload: bytes) -> Any:
-        """A document inside a typed extension: canonical like the outer one, one level deeper."""
-        if self.ext_depth >= self.max_depth - 1:
+        """A document inside a typed extension: canonical like the outer one, below the extension's level."""
+        outer = self.documents[-1]
+        depths, built, limit = outer
+        outer[1] = built + 1
+        inner_limit = limit - depths[built] - 1  # the containers around the extension, and the extension
+        if inner_limit < 1:
             raise LimitError(self.fmt, self.base, self.path, f"nesting exceeds max_depth({self.max_depth})")
         try:
-            _scan(payload, self.max_depth - 1 - self.ext_depth)
+            docs = _scan(payload, inner_limit)
         except _Fault as fault:
             raise _error(fault, self.fmt, self.base, self.path) from None
-        self.ext_depth += 1
+        self.documents.append([docs, 0, inner_limit])
         try:
             return self.unpack(payload)
         finally:
-            self.ext_depth -= 1
+            self.documents.pop()
 
 
 def _error(fault: _Fault, fmt: str, base: int, path: str) -> InertError:
@@ -451,7 +467,7 @@ def unpack_value(fmt: str, data: Any, base: int, path: str, max_depth: int) -> A
     """Decode one value document; any fault is an ``InertError`` at ``base`` plus its position."""
     raw = data if isinstance(data, bytes) else bytes(data)
     try:
-        _scan(raw, max_depth)
+        docs = _scan(raw, max_depth)
     except _Fault as fault:
         raise _error(fault, fmt, base, path) from None
     # The value holds no cycles: collecting while a million containers are built only costs time
@@ -460,7 +476,7 @@ def unpack_value(fmt: str, data: Any, base: int, path: str, max_depth: int) -> A
     if pause:
         gc.disable()
     try:
-        return _Build(fmt, base, path, max_depth).unpack(raw)
+        return _Build(fmt, base, path, max_depth, docs).unpack(raw)
     except InertError:  # a typed extension's own rules
         raise
     except (ValueError, TypeError, OverflowError, msgpack.UnpackException) as exc:  # pragma: no cover - a scanner bug

@@ -670,6 +670,10 @@ class Format:
         self.parts = parts or {}
         #: The format's own rules (its module's ``RULES``; set by ``inert.spec``).
         self.declared: tuple[SpecRule, ...] = ()
+        #: The order its own rules are checked in, where the list's order alone does not say it (its
+        #: module's ``RULE_ORDER``), and its named integer constants (``MAX_DEPTH``), for the spec pages.
+        self.order = ""
+        self.constants: dict[str, int] = {}
 
     def rules(self) -> tuple[SpecRule, ...]:
         """Every rule a reader of this format enforces, in the order the spec page numbers them: the rules
@@ -691,6 +695,11 @@ class Format:
             rules.extend(VALUE_RULES)
         rules.extend(self.declared)
         return tuple(rules)
+
+    @property
+    def size_limit(self) -> int:
+        """The largest input a reader accepts by default (``max_size``; 2**63 - 1 when the format sets none)."""
+        return self.max_size if self.max_size is not None else (1 << 63) - 1
 
     @property
     def header_size(self) -> int:

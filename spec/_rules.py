@@ -65,7 +65,9 @@ ELEMENT_RULES: dict[str, tuple[SpecRule, ...]] = {
     "any": (
         SpecRule("grammar.truncated", "A field that the input ends before, and a count or length whose elements "
                  "or bytes the remaining input cannot hold (each element at least its smallest encoding), is "
-                 "refused; the offset is where the field starts.", "truncated", "*", "count * min_size(element) "
+                 "refused.  The offset is where the field starts, or for a count the count's own offset, or for "
+                 "the bytes after a length (a string's, a byte string's, a document's) the first of those bytes, "
+                 "after the length and any padding.", "truncated", "*", "count * min_size(element) "
                  "<= remaining", rf"^({_N} bytes needed, {_N} present|{_N} elements need at least|"
                  rf"{_N} padding bytes needed)"),
         SpecRule("grammar.trailing-bytes", "Nothing may follow the top-level value.", "trailing-bytes", "",
@@ -100,7 +102,8 @@ ELEMENT_RULES: dict[str, tuple[SpecRule, ...]] = {
     ),
     "Recursive": (
         SpecRule("grammar.depth", "A recursive element nests at most its max_depth levels (the outermost is "
-                 "level 1).", "limit", "*", "depth <= max_depth", r"^nesting exceeds max_depth"),
+                 "level 1), checked where the element starts, before its first byte (its tag) is read.", "limit",
+                 "*", "depth <= max_depth", r"^nesting exceeds max_depth"),
     ),
     "MsgPack": (
         SpecRule("grammar.document-length", "A value document's byte length is at most its field's max_len, "
@@ -142,7 +145,9 @@ VALUE_RULES: tuple[SpecRule, ...] = (
            "two per map pair.", "truncated", r"^value document cut short"),
     _value("never-used", "The byte 0xc1 is refused.", "invalid-value", r"0xc1 is never used"),
     _value("float64", "Floats are float64 (0xcb); float32 (0xca) is refused.", "invalid-value", r"^float32"),
-    _value("nan", "A NaN is stored as 7ff8000000000000 only (in a float64 and in each part of a complex).",
+    _value("nan", "A NaN is stored as the float64 7ff8000000000000 only: the bytes cb 7f f8 00 00 00 00 00 00 as "
+           "MessagePack stores it (big-endian); in each part of a complex (little-endian) the bytes "
+           "00 00 00 00 00 00 f8 7f.",
            "invalid-value", r"^NaN stored as"),
     _value("shortest-int", "An integer takes its shortest encoding: 0..127 a positive fixint, -32..-1 a negative "
            "fixint, else uint8/16/32/64 for a non-negative value and int8/16/32/64 for a negative one, the "
@@ -172,8 +177,9 @@ VALUE_RULES: tuple[SpecRule, ...] = (
     _value("typed-array-truncated", "An array (7) or array scalar (8) extension whose payload ends before its header "
            "or dims is refused.", "truncated", r"^array( scalar)? extension: "),
     _value("typed-array-ndim", "An array extension has at most 64 dims.", "limit", r"^array extension: "),
-    _value("typed-dtype-code", "The dtype code of an array, array scalar or torch.dtype extension is a DType value "
-           "(of those the type allows).", "unknown-tag", r"^(array|array scalar|torch\.dtype) extension: "),
+    _value("typed-dtype-code", "The dtype code of an array, array scalar or torch.dtype extension is a DType value, "
+           "1 to 20 (a torch.dtype may be any of them; an array's or array scalar's must then be one numpy has: "
+           "`value.typed-array`, `value.typed-array-scalar`).", "unknown-tag", r"^(array|array scalar|torch\.dtype) extension: "),
     _value("typed-array-scalar", "An array scalar extension (8) holds a dtype then exactly its itemsize bytes.",
            "invalid-value", r"^array scalar extension: "),
     _value("typed-size", "A torch.Size extension (9) holds a document of an array of at most 64 ints 0..2**63-1.",

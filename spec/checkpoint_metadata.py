@@ -22,7 +22,11 @@ may set a lower limit); value documents nest at most 64 levels.
   its record.
 
 Every chunk must lie inside its tensor; fqns are unique (rules
-``checkpoint-metadata.*``).  Whether records lie inside their files and overlap
+``checkpoint-metadata.*``).  Nothing else restricts them: an fqn may be the
+empty string or any UTF-8 (a state dict key like any other); a chunk may be
+zero-size (a 0 among its sizes, at any offset inside its tensor); the chunks
+of a tensor are not checked for overlap nor for covering it; the columns of
+a tensor with no chunk are all empty.  Whether records lie inside their files and overlap
 is checked by the storage reader, which knows the file sizes, before it reads
 a record.
 """
@@ -122,6 +126,9 @@ FORMAT = Format(
 
 #: The rules of the metadata beyond its fields' own (checked after each entry and after the document, in this order).
 RULES = (
+    SpecRule("checkpoint-metadata.size-dimension", "No dimension of a tensor's size exceeds 2**63 - 1 (torch "
+             "holds sizes as signed 64-bit numbers).", "invalid-value", "tensors[i].size[i]",
+             "all(d <= 2**63 - 1 for d in size)", r"^dimension \d+ exceeds 2\*\*63 - 1$"),
     SpecRule("checkpoint-metadata.chunk-columns", "A tensor's chunk_files column gives its number of chunks; "
              "chunk_byte_offsets, chunk_byte_lengths and chunk_crcs hold one value per chunk, chunk_offsets and "
              "chunk_sizes ndim values per chunk (ndim: the length of size).", "invalid-value",
@@ -129,9 +136,6 @@ RULES = (
              "tensors[i].chunk_offsets|tensors[i].chunk_sizes",
              "len(chunk_byte_offsets) == len(chunk_byte_lengths) == len(chunk_crcs) == len(chunk_files) and "
              "len(chunk_offsets) == len(chunk_sizes) == len(chunk_files) * len(size)", r"^\d+ values, \d+ chunks"),
-    SpecRule("checkpoint-metadata.size-dimension", "No dimension of a tensor's size exceeds 2**63 - 1 (torch "
-             "holds sizes as signed 64-bit numbers).", "invalid-value", "tensors[i].size[i]",
-             "all(d <= 2**63 - 1 for d in size)", r"^dimension \d+ exceeds 2\*\*63 - 1$"),
     SpecRule("checkpoint-metadata.size-overflow", "The product of a tensor's size is below 2**64.",
              "invalid-value", "tensors[i].size", "prod(size) < 2**64", r"^element count overflows 64 bits"),
     SpecRule("checkpoint-metadata.chunk-inside", "Every chunk lies inside its tensor: in every dim, the chunk's "
@@ -148,4 +152,15 @@ RULES = (
     SpecRule("checkpoint-metadata.file-index", "Every chunk's and every value's file index is below the number "
              "of files.", "invalid-value", "tensors[i]|values[i]", "max(chunk_files + [file]) < len(files)",
              r"^file index \d+ is not below the \d+ files"),
+)
+
+#: When the rules above run, and over which elements in turn.
+RULE_ORDER = (
+    "the first four are a TensorEntry's: they run as soon as the entry's last field (`chunk_crcs`) is read, "
+    "before the next entry, in the order listed (`size-dimension` over the dims in order; `chunk-columns` "
+    "over chunk_byte_offsets, chunk_byte_lengths, chunk_crcs, then chunk_offsets, chunk_sizes; "
+    "`size-overflow`; `chunk-inside` dim by dim).  The other four run after the whole document and its "
+    "CRC-32: `file-name` over every file in order, then `file-unique` over every file (the second "
+    "occurrence is named), then each tensor in order and then each value in order gets `fqn-unique` then "
+    "`file-index` (for a tensor, its largest chunk file index) before the next entry is looked at."
 )

@@ -18,29 +18,12 @@ before it (the kind, the header, the padding and the payload):
 * a value: one MessagePack document of Inert's value subset, at most 64 MiB
   and 64 levels deep.
 
-The value subset and its one canonical encoding are the rules ``value.*``
-below: nil, bool, int (-2**63 to 2**64-1, shortest encoding), float64, str
-(UTF-8), bin, array, and map (keys str or bin, strictly increasing), plus the
-extension types 1 tuple, 4 set, 5 frozenset (an array of the members; a set's
-members str or bin, strictly increasing), 2 complex (two ``Float64l``) and
-3 bytearray, and the typed extension types below; any other extension code
-(msgpack's timestamp -1 included) is an unknown tag.  The typed types:
-
-* 6 BytesIO (an in-memory file): its bytes.
-* 7 array (a numpy array): ``dtype`` (``Int8ul``, a ``DType`` numpy has: not
-  BFLOAT16 nor the FLOAT8 types), ``ndim`` (``Int8ul``, at most 64), ``ndim``
-  dims (``Int64ul``), then exactly ``prod(dims) * itemsize`` bytes, little-endian,
-  C order; BOOL elements are the bytes 0 and 1 only.
-* 8 array scalar (a numpy scalar): ``dtype`` as in 7, then ``itemsize`` bytes.
-* 9 ``torch.Size``: a document holding an array of at most 64 ints, each 0 to 2**63-1.
-* 10 ``torch.dtype``: one byte, a ``DType`` value.
-* 11 ``torch.device``: a document holding ``[type, index]``, ``type`` a string
-  matching ``[a-z][a-z0-9_]{0,31}``, ``index`` nil or an int 0 to 2**31-1.
-* 12 registered object: a document holding ``[name, state]``, ``name`` a string
-  of 1 to 256 bytes, ``state`` a value of the subset.  The name is only a key
-  into the reading program's own registry of classes: nothing is imported.
-
-None of them is a map key nor a set member (only str and bin are).
+The value subset, its one canonical encoding (the rules ``value.*`` below),
+the extension codes 1 to 12 (tuple, complex, bytearray, set, frozenset,
+BytesIO, numpy array and scalar, ``torch.Size``, ``torch.dtype``,
+``torch.device``, a registered object) with their payloads, and their
+canonical JSON are on the page every format with a value document shares:
+[value documents](value_documents.md).
 
 Version 2 adds compressed records (written when a save asks for
 compression: ``_extensions=[ZStandard()]``).  A record's body may also be
@@ -60,7 +43,12 @@ inflates to.  The frame must be a single zstd frame with nothing after it
 does: a frame cut short is refused before inflating), asking a window of at
 most 2**27 bytes (zstd's own default decoding limit, which bounds the memory
 inflating costs beyond its destination); output of any other length is
-``invalid-value``.  A writer stores a record
+``invalid-value``.  Decoding a record (``decode``,
+``decode_record``) does not inflate: a ``ZSTD`` body decodes to its
+``codec``, ``inflated_length`` and the stored frame as bytes (``data``),
+whatever the frame holds; the frame rules above (one frame, its content size,
+the inflated length and what the inflated bytes decode to, as the part
+``inflated``) are the loader's, checked when it inflates.  A writer stores a record
 that does not shrink as a version 1 body (``TENSOR`` or ``VALUE``), so a
 version 2 file may mix both.  Version 1 files stay as they were: a reader
 decodes each record by its file's version, and a ``ZSTD`` body in a version 1

@@ -113,13 +113,18 @@ FORMAT = Format(
 RULES = (
     SpecRule("dump-manifest.field-name-unique", "A field name appears once in fields.", "invalid-value",
              "fields[i].name", "len(set(names)) == len(names)", r"appears twice$"),
+    SpecRule("dump-manifest.dimension", "No dimension of a DENSE field's shape or of a key's nested shape "
+             "exceeds 2**63 - 1 (torch and numpy hold sizes as signed 64-bit numbers).", "invalid-value",
+             "fields[i].layout.shape[i]|keys[i].nested_shapes[i][i]", "all(d <= 2**63 - 1 for d in shape)",
+             r"^dimension \d+ exceeds 2\*\*63 - 1$"),
     SpecRule("dump-manifest.key-unique", "A key appears once in keys.", "invalid-value", "keys[i].key",
              "len(set(keys)) == len(keys)", r"appears twice$"),
     SpecRule("dump-manifest.field-index", "A key's fields are indexes into fields, strictly ascending.",
              "invalid-value", "keys[i].fields[i]", "all(a < b for a, b in pairs(fields)) and max(fields) < len(schema)",
              r"is not ascending below"),
     SpecRule("dump-manifest.nested-shapes", "A key holds one nested shape per field of its fields that is NESTED, "
-             "in the same order, each with the field's ndim dims (and so at most 64).", "invalid-value",
+             "in the same order, each with the field's ndim dims (a shape of more than 64 dims is already "
+             "refused as a count, `grammar.count`, when it is read).", "invalid-value",
              "keys[i].nested_shapes|keys[i].nested_shapes[i]",
              "[len(s) for s in nested_shapes] == [schema[f].ndim for f in fields if schema[f].kind == NESTED]",
              r"fewer shapes than nested fields|dims, the field has|shapes for \d+ nested fields"),
@@ -146,4 +151,15 @@ RULES = (
              r"shorter than any record$"),
     SpecRule("dump-manifest.row-placed", "Every key is stored in some shard (with row-once: in exactly one).",
              "invalid-value", "shards", "every index of keys is in some shard's rows", r"is in no shard$"),
+)
+
+#: Over which elements in turn the rules above run (each element gets all of its rules before the next one).
+RULE_ORDER = (
+    "they run after the whole document and its CRC-32, element by element: each field in order "
+    "(`field-name-unique`, then `dimension` over its DENSE shape); then each key in order (`key-unique`; then "
+    "for each of its field indexes in order: `field-index`, and for a NESTED field `nested-shapes` (a shape "
+    "left for it), `dimension` over that shape, `nested-shapes` (its ndim); then `nested-shapes` (no shape "
+    "left over)); then each shard in order (`shard-file-name`, `shard-file-unique`, `shard-columns`, then for "
+    "each row in order: `row-index`, `row-once`, `record-placement`, `record-length`); last `row-placed`, "
+    "naming the lowest key index in no shard."
 )

@@ -33,7 +33,7 @@ C_DIR = ROOT / "c"
 FAILURE_LIST = ROOT / "conformance" / "failure_lists" / "inert_c.txt"
 SANITIZE = "-fsanitize=address,undefined -fno-sanitize-recover=all"
 #: The C reader's refusal of the typed extension codes 6-12 (inert/_value_types.py), which it does not read yet.
-_TYPED_EXT = re.compile(r"unknown extension code (6|7|8|9|10|11|12)$")
+_TYPED_EXT = re.compile(r"unknown extension code (6|7|8|9|10|11|12)( \(at byte \d+ of the document\))?$")
 _MESSAGE = re.compile(r"(?P<format>[^:]+): offset (?P<offset>-?\d+): (?P<field>.*?): ")
 
 

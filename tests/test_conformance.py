@@ -452,3 +452,13 @@ def test_wheel_ships_the_suite_and_its_runner_works_outside_the_tree(tmp_path: P
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
     assert _summary(proc.stdout.splitlines()) == (N_SHM_DECODE, 0)
+
+
+def test_a_format_name_selects_its_parts_and_a_part_name_only_that_part() -> None:
+    whole = {v.format for v in load_corpus(formats=["checkpoint-shard"])}
+    assert whole == {"checkpoint-shard", "checkpoint-shard.record", "checkpoint-shard.inflated"}
+    assert {v.format for v in load_corpus(formats=["checkpoint-shard.record"])} == {"checkpoint-shard.record"}
+    listed = {"Required.checkpoint-shard.record.v1.Nope", "Required.shm-message.v1.Nope"}
+    report = run([sys.executable, "-c", "pass"], ["checkpoint-shard.record"], listed, timeout=5.0)
+    stale = [r.name for r in report.results if r.group == "failure list"]
+    assert stale == ["Required.checkpoint-shard.record.v1.Nope"]  # the other format's entry is not judged here

@@ -16,6 +16,7 @@ import os
 import pickle
 import subprocess
 import sys
+import tempfile
 import tracemalloc
 import zipfile
 from pathlib import Path
@@ -281,3 +282,56 @@ def test_metadata_planner_data_of_empty_maps_stays_within_the_memory_bound(tmp_p
     finally:
         tracemalloc.stop()
     assert peak <= 100 * len(data) + (1 << 20), (peak, len(data))
+
+
+
+# -- inert verify of a record that a sparse file makes cheap to declare ------------------------------------------------
+
+def _cli_peak_rss(*argv: str) -> tuple[int, int, str]:
+    """The CLI in its own process: its exit code, its peak resident memory in bytes, and its stderr."""
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "inert", *argv], stdout=subprocess.DEVNULL, stderr=err,
+                                stdin=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        return proc.returncode, usage.ru_maxrss * 1024, err.read()
+
+
+def _sparse_tensor_record(path: Path, numel: int) -> None:
+    """A checkpoint whose one float32 tensor has ``numel`` elements: a valid record header, then a hole
+    of ``4 * numel`` bytes, then a CRC-32 the metadata repeats (the hole's bytes do not give it)."""
+    dcp.save({"w": torch.ones(4)}, storage_writer=FileSystemWriter(path), **ONE)
+    length = 64 + 4 * numel + 4
+
+    def huge(meta: dict[str, Any]) -> None:
+        entry = meta["tensors"][0]
+        entry["size"] = entry["chunk_sizes"] = [numel]
+        entry["chunk_byte_lengths"] = [length]
+        entry["chunk_crcs"] = [0x1234_5678]
+
+    _edit_metadata(path, huge)
+    offset = cm.decode((path / ".metadata").read_bytes())["tensors"][0]["chunk_byte_offsets"][0]
+    header = bytes([1, 12, 1]) + numel.to_bytes(8, "little") + (4 * numel).to_bytes(8, "little")
+    data = next(path.glob("*.distcp"))
+    with open(data, "r+b") as out:
+        out.truncate(offset)
+        out.seek(offset)
+        out.write(header.ljust(64, b"\0"))
+        out.truncate(offset + length - 4)
+        out.seek(offset + length - 4)
+        out.write((0x1234_5678).to_bytes(4, "little"))
+
+
+def test_verify_of_a_sparse_data_file_with_a_huge_record_checks_it_in_bounded_blocks(tmp_path: Path) -> None:
+    """A 256 MiB record that is a hole behind a valid header: verify reads it a block at a time (the CRC-32
+    then fails), its peak memory that of verifying a 4-element checkpoint plus a few MiB, not 256 MiB."""
+    small = tmp_path / "small"
+    dcp.save({"w": torch.ones(4)}, storage_writer=FileSystemWriter(small), **ONE)
+    code, baseline, err = _cli_peak_rss("verify", str(small))
+    assert code == 0, err
+    _sparse_tensor_record(tmp_path / "sparse", 1 << 26)
+    assert os.stat(next((tmp_path / "sparse").glob("*.distcp"))).st_blocks * 512 < 1 << 20  # a hole on disk
+    code, peak, err = _cli_peak_rss("verify", str(tmp_path / "sparse"))
+    assert code == 1 and "stored CRC-32 0x12345678, bytes give" in err and "Traceback" not in err, err
+    assert peak < baseline + (64 << 20), (peak, baseline)

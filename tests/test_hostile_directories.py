@@ -348,3 +348,171 @@ def test_inert_torch_load_raises_the_inert_error_with_dcp_exception_as_cause(che
         inert.torch.load({"w": torch.zeros(64, 64), "v": {"step": 0}}, checkpoint)
     except Exception as exc:  # noqa: BLE001
         assert isinstance(exc, InertError)
+
+
+# -- inert inspect FILE / inert verify FILE while another process truncates the file ------------------------------
+
+_INSPECT_VERIFY_LOOP = """
+import sys, time
+from inert import InertError
+from inert.cli.support import CommandError
+from inert.cli.inspect import inspect_path
+from inert.cli.verify import verify_path
+end, outcomes = time.monotonic() + float(sys.argv[2]), set()
+while time.monotonic() < end:
+    try:
+        outcomes.add("verified" if verify_path(sys.argv[1], show_progress=False).ok else "refused")
+        inspect_path(sys.argv[1])
+        outcomes.add("inspected")
+    except (InertError, CommandError):
+        outcomes.add("refused")
+print(sorted(outcomes))
+"""
+
+
+_TRUNCATE_AND_RESTORE = """
+import os, sys, time
+path, data, hold = sys.argv[1], open(sys.argv[1], "rb").read(), float(sys.argv[3])
+end = time.monotonic() + float(sys.argv[2])
+while time.monotonic() < end:
+    os.truncate(path, 4096)
+    time.sleep(hold)
+    with open(path, "r+b") as out:
+        out.write(data)
+    time.sleep(hold)
+"""
+
+
+def test_inspect_and_verify_of_a_named_file_survive_truncation_by_another_process(tmp_path: Path) -> None:
+    """One data file named on the command line is read into private memory, not mapped: a file truncated
+    and restored by another process while it is read makes a refusal or a whole result, never a SIGBUS."""
+    path = tmp_path / "ckpt"
+    dcp.save({"w": torch.randn(2048, 2048)}, storage_writer=FileSystemWriter(path), **ONE)  # 16 MiB
+    data = _data_file(path)
+    loop = subprocess.Popen([sys.executable, "-c", _TRUNCATE_AND_RESTORE, str(data), "8", "0.01"])
+    try:
+        result = subprocess.run([sys.executable, "-c", _INSPECT_VERIFY_LOOP, str(data), "6"], capture_output=True,
+                                text=True, timeout=300)
+    finally:
+        loop.kill()
+        loop.wait()
+    assert result.returncode == 0, (result.returncode, result.stderr[-2000:])
+    assert "refused" in result.stdout or "verified" in result.stdout, result.stdout
+
+
+# -- a data file or shard rewritten with other bytes while it is read ------------------------------------------------
+
+_REWRITING_LOOP = """
+import os, sys, time
+path, mine, other = sys.argv[1], open(sys.argv[1], "rb").read(), open(sys.argv[2], "rb").read()
+assert len(mine) == len(other)
+end = time.monotonic() + float(sys.argv[3])
+while time.monotonic() < end:
+    for data in (other, mine):  # in place, 1 MiB at a time: a reader sees either file, or both mixed
+        with open(path, "r+b") as out:
+            for at in range(0, len(data), 1 << 20):
+                out.write(data[at : at + (1 << 20)])
+                out.flush()
+"""
+
+
+def _rewritten_while(target: Path, other: Path, seconds: float, attempt: Callable[[], str]) -> set[str]:
+    """``attempt()`` repeated while another process rewrites ``target`` in place with the bytes of ``other``
+    (same length, same layout, other values) and back; the set of what the attempts returned."""
+    loop = subprocess.Popen([sys.executable, "-c", _REWRITING_LOOP, str(target), str(other), str(seconds)])
+    outcomes: set[str] = set()
+    try:
+        while loop.poll() is None:
+            outcomes.add(attempt())
+    finally:
+        loop.kill()
+        loop.wait()
+    return outcomes
+
+
+def _inert_failure(exc: BaseException) -> bool:
+    """An InertError, or DCP's wrapper of one (``dcp.load`` itself keeps the reader's error per rank)."""
+    if isinstance(exc, InertError):
+        return True
+    failures = getattr(exc, "failures", None) or {}
+    return bool(failures) and all(isinstance(f[0] if isinstance(f, tuple) else f, InertError) for f in failures.values())
+
+
+def test_data_file_rewritten_during_load_is_an_inert_error_never_wrong_data(tmp_path: Path) -> None:
+    """A data file rewritten in place by another process (another checkpoint's bytes, same layout) during
+    ``load_tensors``, ``dcp.load``, ``inert.torch.load`` and ``inert verify``: each load returns exactly the
+    saved tensors or raises an InertError (a CRC-32 mismatch), never other values silently."""
+    from inert.cli.verify import verify_path
+
+    state = {"big": torch.randn(2048, 2048), "a": torch.randn(300), "b": torch.arange(5000), "v": {"step": 3}}
+    dcp.save(state, storage_writer=FileSystemWriter(tmp_path / "a"), **ONE)
+    other = {k: (t + 1 if isinstance(t, torch.Tensor) else t) for k, t in state.items()}
+    dcp.save(other, storage_writer=FileSystemWriter(tmp_path / "b"), **ONE)
+    data, other_data = _data_file(tmp_path / "a"), _data_file(tmp_path / "b")
+    assert data.name == other_data.name and data.stat().st_size == other_data.stat().st_size
+
+    def same(loaded: dict[str, Any]) -> bool:
+        return all(torch.equal(loaded[k], state[k]) for k in ("big", "a", "b"))
+
+    def one_of_each() -> str:
+        seen = []
+        for attempt_load in (lambda: same(load_tensors(tmp_path / "a")),
+                     lambda: _dcp_load(tmp_path / "a", state),
+                     lambda: _inert_load(tmp_path / "a", state)):
+            try:
+                seen.append("loaded" if attempt_load() else "WRONG DATA")
+            except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
+                seen.append("refused" if _inert_failure(exc) else f"other: {exc!r}")
+        report = verify_path(str(tmp_path / "a"), show_progress=False)
+        seen.append("verified" if report.ok else ("refused" if "CRC-32" in report.problems[0] else report.problems[0]))
+        return " ".join(sorted(set(seen)))
+
+    outcomes = " ".join(_rewritten_while(data, other_data, 8, one_of_each)).split()
+    assert set(outcomes) <= {"loaded", "verified", "refused"}, outcomes
+    assert "refused" in outcomes  # the rewrite was seen, and refused
+
+
+def _dcp_load(path: Path, state: dict[str, Any]) -> bool:
+    target = {"big": torch.zeros(2048, 2048), "a": torch.zeros(300), "b": torch.zeros(5000, dtype=torch.int64),
+              "v": {"step": 0}}
+    dcp.load(target, storage_reader=inert.torch.FileSystemReader(path), **ONE)
+    return all(torch.equal(target[k], state[k]) for k in ("big", "a", "b")) and target["v"] == {"step": 3}
+
+
+def _inert_load(path: Path, state: dict[str, Any]) -> bool:
+    target = {"big": torch.zeros(2048, 2048), "a": torch.zeros(300), "b": torch.zeros(5000, dtype=torch.int64),
+              "v": {"step": 0}}
+    inert.torch.load(target, path)
+    return all(torch.equal(target[k], state[k]) for k in ("big", "a", "b")) and target["v"] == {"step": 3}
+
+
+def test_dump_shard_rewritten_during_load_gives_whole_rows_or_an_inert_error(tmp_path: Path) -> None:
+    """The same for ``inert.dump.load`` (default: private memory) and ``inert verify`` of the dump, with the
+    bound the format sets: each row record carries its own CRC-32 and the manifest none, so a record is
+    read whole from one version or refused, never mixed; a shard wholly replaced by another dump's rows
+    of the same layout is not detectable (the rows it returns are then that dump's, each whole)."""
+    from inert.cli.verify import verify_path
+
+    rows = [Row(f"k{i}", i, {"x": torch.arange(4096) + i}, {}) for i in range(64)]
+    dump(rows, tmp_path / "a", owners=1)
+    dump([Row(f"k{i}", i, {"x": torch.arange(4096) + i + 1}, {}) for i in range(64)], tmp_path / "b", owners=1)
+    shard, other = _shard(tmp_path / "a"), _shard(tmp_path / "b")
+    assert shard.name == other.name and shard.stat().st_size == other.stat().st_size
+    mine = {r.key: r.fields["x"] for r in rows}
+
+    def attempt() -> str:
+        seen = []
+        try:
+            for row in load(tmp_path / "a", owners=2).rows:
+                x = row.fields["x"]
+                seen.append("loaded" if torch.equal(x, mine[row.key]) else
+                            "other-whole" if torch.equal(x, mine[row.key] + 1) else "MIXED")
+        except InertError:
+            seen.append("refused")
+        report = verify_path(str(tmp_path / "a"), show_progress=False)
+        seen.append("verified" if report.ok else ("refused" if "CRC-32" in report.problems[0] else report.problems[0]))
+        return " ".join(sorted(set(seen)))
+
+    outcomes = " ".join(_rewritten_while(shard, other, 6, attempt)).split()
+    assert set(outcomes) <= {"loaded", "other-whole", "verified", "refused"}, outcomes
+    assert "refused" in outcomes  # records caught mixed are refused by their CRC-32

@@ -27,7 +27,7 @@ from inert._codec_runtime import read_file_header
 from inert._errors import InertError
 from inert._files import is_regular_in, open_named, read_fd
 from inert._objstore import is_url
-from inert.cli.support import INVALID, OK, USAGE, CommandError, fail, human_bytes, mapped, read_head
+from inert.cli.support import INVALID, OK, USAGE, CommandError, fail, file_bytes, human_bytes, read_head
 
 __all__ = ["add_parser", "run", "inspect_path", "METADATA_NAME", "MANIFEST_NAME", "directory_kind"]
 
@@ -183,8 +183,7 @@ def _shm_file(path: str) -> dict[str, Any] | None:
 
 
 def _inert_file(path: str, module: ModuleType, *, inside: bool = False) -> dict[str, Any]:
-    with mapped(path, inside=inside, format=module.FORMAT, limit=module.MAX_SIZE) as view:
-        return inert_view(view, module, path)
+    return inert_view(file_bytes(path, inside=inside, format=module.FORMAT, limit=module.MAX_SIZE), module, path)
 
 
 def inert_view(view: Any, module: ModuleType, path: str) -> dict[str, Any]:
@@ -253,8 +252,7 @@ def _record_names(path: str) -> tuple[list[tuple[int, str, str]] | None, str]:
         if not os.path.isfile(full):
             continue
         try:
-            with mapped(full) as view:
-                doc = codec.decode(view)
+            doc = codec.decode(file_bytes(full, inside=True, format=codec.FORMAT, limit=codec.MAX_SIZE))
         except InertError as exc:
             return None, f"{candidate} beside it does not decode ({exc})"
         if name not in doc["files"]:

@@ -1,5 +1,5 @@
 """What ``inert inspect``, ``verify`` and ``migrate`` share: exit codes, the one-line error, sizes,
-the terminal-only progress bar, mapped files.
+the terminal-only progress bar, whole files read.
 
 Each command lives in its own module (``inert.cli.inspect``, ``inert.cli.verify``,
 ``inert.cli.migrate``) with ``add_parser`` (its arguments and ``--help``) and
@@ -11,17 +11,14 @@ error.  Errors are one line: ``inert: <command>: <reason>``.
 
 from __future__ import annotations
 
-import contextlib
-import mmap
 import os
 import sys
 import time
-from collections.abc import Iterator
 from typing import TextIO
 
-from inert._files import open_path, read_fd
+from inert._files import open_path, read_private
 
-__all__ = ["OK", "INVALID", "USAGE", "CommandError", "fail", "human_bytes", "Progress", "mapped", "read_head"]
+__all__ = ["OK", "INVALID", "USAGE", "CommandError", "fail", "human_bytes", "Progress", "file_bytes", "read_head"]
 
 OK = 0
 INVALID = 1
@@ -104,40 +101,22 @@ class Progress:
             self._drawn = False
 
 
-@contextlib.contextmanager
-def mapped(path: str, *, inside: bool = False, format: str = "file", limit: int = 1 << 63) -> Iterator[memoryview]:
-    """A read-only view of the whole file (an empty view for an empty file).
+def file_bytes(path: str, *, inside: bool = False, format: str = "file", limit: int = 1 << 63) -> memoryview:
+    """The whole file, read into private memory, at most ``limit`` bytes (``format``'s ``LimitError`` beyond).
 
     ``inside``: a file a directory's contents name (a ``.metadata``, a ``MANIFEST``), opened as
-    ``inert._files.open_in`` does and read into memory, at most ``limit`` bytes (``format``'s
-    ``LimitError`` beyond): a mapping of a file another process truncates is a SIGBUS.
-    Otherwise a file the user named (a link followed, a regular file only), mapped.
+    ``inert._files.open_in`` does; otherwise a file the user named (a link followed, a regular file
+    only).  Read, never mapped: a mapping of a file another process truncates is a SIGBUS.
     """
-    if inside:
-        fd = open_path(path, format, inside=True)
-        try:
-            data = read_fd(fd, limit, format, os.path.basename(path))
-        finally:
-            os.close(fd)
-        yield memoryview(data)
-        return
-    with os.fdopen(open_path(path, format, inside=False), "rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        if size == 0:
-            yield memoryview(b"")
-            return
-        region = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    fd = open_path(path, format, inside=inside)
     try:
-        yield memoryview(region)
+        return read_private(fd, limit, format, os.path.basename(path) if inside else path)
     finally:
-        try:
-            region.close()
-        except BufferError:  # decoded values still view the mapping: it is unmapped when they are collected
-            pass
+        os.close(fd)
 
 
 def read_head(path: str, count: int = 16, *, inside: bool = False) -> bytes:
-    """The first ``count`` bytes of a regular file (``inside``: as for ``mapped``)."""
+    """The first ``count`` bytes of a regular file (``inside``: as for ``file_bytes``)."""
     fd = open_path(path, "file", inside=inside)
     try:
         return os.pread(fd, count, 0)

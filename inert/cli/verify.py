@@ -39,6 +39,8 @@ from inert.cli.support import INVALID, OK, USAGE, CommandError, Progress, fail
 __all__ = ["add_parser", "run", "verify_path", "Report"]
 
 _RANK_METADATA = re.compile(r"__\d+\.metadata\Z")
+#: Tensor records longer than this are checked a block at a time (``FileSystemReader.check_streamed``).
+_STREAMED_MIN = 1 << 20
 
 HELP = """\
 Check a whole Inert checkpoint or dump directory (or one Inert file):
@@ -160,19 +162,21 @@ def verify_path(path: str, *, keep_going: bool = False, threads: int = 2, show_p
 
 def _verify_file(path: str) -> Report:
     from inert.cli.inspect import _magic_codecs
-    from inert.cli.support import mapped
+    from inert.cli.support import file_bytes, read_head
 
     report = Report("file", files=1)
     try:
-        with mapped(path) as view:
-            report.bytes = len(view)
-            module = next((m for magic, m in _magic_codecs().items() if bytes(view[: len(magic)]) == magic), None)
-            if module is None:
-                from inert._checks import describe_foreign
+        head = read_head(path)
+        module = next((m for magic, m in _magic_codecs().items() if head.startswith(magic)), None)
+        if module is None:
+            from inert._checks import describe_foreign
 
-                report.problems.append(f"{path}: not an Inert file: {describe_foreign(bytes(view[:16]))}")
-                return report
-            doc = module.decode(view)
+            report.bytes = os.path.getsize(path)
+            report.problems.append(f"{path}: not an Inert file: {describe_foreign(head)}")
+            return report
+        view = file_bytes(path, format=module.FORMAT, limit=module.MAX_SIZE)
+        report.bytes = len(view)
+        doc = module.decode(view)
     except InertError as exc:
         report.problems.append(f"{path}: {exc}")
         return report
@@ -305,9 +309,15 @@ class _CheckpointCheck:
 
     def _records(self, reader: Any, fds: dict[str, int], work: list[Any], buffers: Any
                  ) -> Generator[tuple[Any, Any], None, None]:
+        from torch.distributed.checkpoint.planner import LoadItemType
+
         def one(name: str, item: Any, info: Any) -> Any:
             try:
                 reader.file_version(name)  # records are decoded by their file's version
+                if item.type == LoadItemType.TENSOR and info.length > _STREAMED_MIN:
+                    reader._check_length(item, info)
+                    if reader.check_streamed(fds[name], name, item, info):  # memory: a block, not the record
+                        return None
                 [(_item, _loaded, buffer)] = reader._load(fds[name], name, info, [item], buffers, None)
             except (InertError, RuntimeError, OSError) as exc:  # RuntimeError: a dtype this torch lacks
                 return exc

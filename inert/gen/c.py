@@ -485,7 +485,7 @@ def generate(fmt: Format) -> tuple[str, str]:
         source.append(f"    inert_reader_init(&r, {name}, buf, n, params, v, user, err);\n")
         if what == fmt.name and fmt.magic is not None:
             source.append(f"    static const unsigned versions[] = {{{versions}}};\n")
-            source.append(f"    if (inert_check_size(&r, {fmt.max_size or (1 << 63) - 1}ull)) return -1;\n")
+            source.append(f"    if (inert_check_size(&r, {fmt.size_limit}ull)) return -1;\n")
             source.append(
                 f"    if (inert_read_file_header(&r, &off, {_c_string(fmt.magic)}, {len(fmt.magic)}, versions, "
                 f"{len(fmt.versions)}, version, &version)) return -1;\n"

@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from inert._checks import CHECKPOINT_ITEMSIZES
 from inert._errors import ERROR_CLASSES
 from inert.spec._grammar import (
     Array,
@@ -39,6 +40,8 @@ from inert.spec._grammar import (
     Validate,
     min_size,
 )
+from inert.spec._rules import VALUE_RULES
+from inert.spec._values import EXTENSIONS, VALUE_DOCUMENTS
 
 __all__ = ["outputs"]
 
@@ -54,39 +57,77 @@ def _fixed_width(con: Any) -> int | None:
     return None
 
 
+def _number(value: int) -> str:
+    """An integer limit, with its power of two when it is one (``65536 (2**16)``)."""
+    if value >= 1024 and value & (value - 1) == 0:
+        return f"{value} (2**{value.bit_length() - 1})"
+    if value >= 1023 and value & (value + 1) == 0:
+        return f"{value} (2**{value.bit_length()} - 1)"
+    return str(value)
+
+
+def _limits(con: Any) -> str:
+    """Every limit of one element, its inner elements' included (an array's element, an optional's value)."""
+    if isinstance(con, Bool8):
+        return "0 or 1"
+    if isinstance(con, Tag):
+        return ", ".join(f"{m.value} {m.name}" for m in con.enum_cls)
+    if isinstance(con, Utf8):
+        return f"length ≤ {_number(con.max_len)} bytes"
+    if isinstance(con, Bytes):
+        return f"length ≤ {_number(con.max_len)}"
+    if isinstance(con, Array):
+        smallest = min_size(con.element)
+        text = f"count ≤ {_number(con.max_count)}; each element ≥ {smallest} byte{'s' if smallest != 1 else ''}"
+        inner = _limits(con.element)
+        return f"{text}; each element: {inner}" if inner else text
+    if isinstance(con, Optional):
+        inner = _limits(con.element)
+        return f"flag 0 or 1; the value: {inner}" if inner else "flag 0 or 1"
+    if isinstance(con, Recursive):
+        return f"nesting depth ≤ {con.max_depth} (`grammar.depth`)"
+    if isinstance(con, MsgPack):
+        return (f"length ≤ {_number(con.max_len)} bytes, depth ≤ {con.max_depth}; "
+                "[value document](value_documents.md)")
+    if isinstance(con, Crc32):
+        return "CRC-32 of the record's bytes before it (`file.crc32`); in the JSON, ignored by writers"
+    if isinstance(con, Padding):
+        return f"zero bytes to the next multiple of {con.align} (from the buffer's start); not in the JSON"
+    return ""
+
+
 def _describe(con: Any) -> tuple[str, str, str]:
     """(type, width, limits) of one element, for a table row."""
     width = _fixed_width(con)
     shown = str(width) if width is not None else f"≥ {min_size(con)}"
+    limits = _limits(con)
     if isinstance(con, Scalar):
-        return con.typename, shown, ""
+        return con.typename, shown, limits
     if isinstance(con, Bool8):
-        return "Bool8", shown, "0 or 1"
+        return "Bool8", shown, limits
     if isinstance(con, Tag):
-        members = ", ".join(f"{m.value} {m.name}" for m in con.enum_cls)
-        return f"Tag {con.enum_cls.__name__} ({con.scalar.typename})", shown, members
+        return f"Tag {con.enum_cls.__name__} ({con.scalar.typename})", shown, limits
     if isinstance(con, Utf8):
-        return f"Utf8 ({con.prefix.typename} length + UTF-8)", shown, f"length ≤ {con.max_len}"
+        return f"Utf8 ({con.prefix.typename} length + UTF-8)", shown, limits
     if isinstance(con, Array):
         inner, _, _ = _describe(con.element)
-        return f"Array of {inner} ({con.prefix.typename} count)", shown, f"count ≤ {con.max_count}"
+        return f"Array of {inner} ({con.prefix.typename} count)", shown, limits
     if isinstance(con, Optional):
         inner, _, _ = _describe(con.element)
-        return f"Optional {inner} (Bool8 flag)", shown, ""
+        return f"Optional {inner} (Bool8 flag)", shown, limits
     if isinstance(con, (Record, Union)):
-        return f"[{con.typename}](#{con.typename.lower()})", shown, ""
+        return f"[{con.typename}](#{con.typename.lower()})", shown, limits
     if isinstance(con, Recursive):
-        return f"[{con.target().typename}](#{con.target().typename.lower()}) (recursive)", shown, f"depth ≤ {con.max_depth}"
+        return f"[{con.target().typename}](#{con.target().typename.lower()}) (recursive)", shown, limits
     if isinstance(con, MsgPack):
-        return (f"MsgPack value document ({con.prefix.typename} byte length, then the document)", shown,
-                f"length ≤ {con.max_len}, depth ≤ {con.max_depth}; [value documents](#value-documents)")
+        return (f"MsgPack value document ({con.prefix.typename} byte length, then the document)", shown, limits)
     if isinstance(con, Bytes):
         pad = f", zero padding to a multiple of {con.align}" if con.align > 1 else ""
-        return f"Bytes ({con.prefix.typename} length{pad}, then the bytes)", shown, f"length ≤ {con.max_len}"
+        return f"Bytes ({con.prefix.typename} length{pad}, then the bytes)", shown, limits
     if isinstance(con, Crc32):
-        return "Crc32 (Int32ul)", "4", "CRC-32 of the record's bytes before it (`file.crc32`)"
+        return "Crc32 (Int32ul)", "4", limits
     if isinstance(con, Padding):
-        return "Padding", f"0..{con.align - 1}", f"zero bytes to the next multiple of {con.align} (from the buffer's start)"
+        return "Padding", f"0..{con.align - 1}", limits
     describe = getattr(con, "describe", None)
     if describe is not None:
         return tuple(describe())  # type: ignore[return-value]
@@ -148,8 +189,12 @@ def _record_table(con: Record, lines: list[str]) -> None:
 def _type_section(con: Record | Union, lines: list[str]) -> None:
     lines.append(f"### {con.typename}")
     lines.append("")
+    smallest = min_size(con)
     if isinstance(con, Record):
-        lines.append("A record: the fields in order; JSON: an object with these keys.")
+        padded = [name for name, sub in con.fields if isinstance(sub, Padding)]
+        keys = "these keys" if not padded else f"these keys but {', '.join(f'`{n}`' for n in padded)} (padding)"
+        lines.append(f"A record: the fields in order; JSON: an object with {keys}.  Smallest encoding: "
+                     f"{smallest} bytes.")
         lines.append("")
         _record_table(con, lines)
     else:
@@ -157,7 +202,9 @@ def _type_section(con: Record | Union, lines: list[str]) -> None:
         lines.append(
             f"A union: a `{con.tag.scalar.typename}` tag `{con.tag_field}` ({enum_cls.__name__}), then the "
             f"fields of the case it selects. JSON: one object holding `{con.tag_field}` (the member name) beside "
-            "the case's fields. Any other tag value is rejected (`unknown-tag`)."
+            "the case's fields. Any other tag value is rejected (`unknown-tag`).  Smallest encoding: "
+            f"{smallest} bytes (the tag and its smallest case).  A case's own rules report the offset of the "
+            "byte after the tag."
         )
         lines.append("")
         lines.append("| tag | name | case |")
@@ -172,30 +219,41 @@ _JSON_MAPPING = """\
 ## Canonical JSON mapping
 
 `inert decode` prints, and the conformance corpus records, each decoded value as
-canonical JSON: object keys sorted, no insignificant white space, UTF-8.
+canonical JSON: object keys sorted by code point, no insignificant white space, UTF-8
+(Python's `json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)`).
+The value is the top-level record of the version's table: a file's header (magic,
+`format_version`) is not in it.
 
 | grammar element | JSON |
 |---|---|
-| Record | object, one key per field |
+| Record | object, one key per field (padding fields excepted; a `crc32` field is included as read) |
 | Union | object: the tag field (member name, e.g. `"SCHEDULED_TASK"`) beside the selected case's fields |
 | Tag | the member name as a string |
-| Int*/Float64l | number |
+| Int* | number, in decimal |
+| Float64l | number, as Python's `repr` of the float (`0.5`, `1.0`, `-0.0`, `1e-05`, `1e+16`) |
 | Bool8 | `true` / `false` |
 | Utf8 | string |
 | Array | array |
 | Optional | `null` when absent, else the value |
-| bytes (where a format carries them) | `{"$bytes": "<base64>"}` |
+| Bytes | `{"$bytes": "<base64>"}` (standard alphabet, `=` padding) |
 | non-finite float | `{"$float": "nan" / "inf" / "-inf"}` |
-| tuple, set, frozenset (value documents) | `{"$tuple": [...]}`, `{"$set": [...]}`, `{"$frozenset": [...]}` |
-| complex, bytearray (value documents) | `{"$complex": [real, imag]}`, `{"$bytearray": "<base64>"}` |
-| map with a bin key, or a str key starting with `$` | `{"$map": [[key, value], ...]}` (a bin key as `{"$bytes": ...}`) |
+| MsgPack (a value document) | its value, spelled as [value documents](value_documents.md) says: \
+`{"$tuple": [...]}`, `{"$set": [...]}`, `{"$frozenset": [...]}`, `{"$complex": [real, imag]}`, \
+`{"$bytearray": "<base64>"}`, `{"$bytesio": "<base64>"}`, `{"$array": {...}}`, `{"$arrayscalar": {...}}`, \
+`{"$torch.Size": [...]}`, `{"$torch.dtype": "<name>"}`, `{"$torch.device": [type, index]}`, \
+`{"$object": [name, state]}`, and a map with a bin key or a str key starting with `$` as \
+`{"$map": [[key, value], ...]}` |
 
-A set's members and a `$map`'s pairs are ordered by their canonical JSON text.  Every extension
-value and every map has exactly this one spelling; the corpus accepts one of each
-(`ValueTuple`, `ValueComplex`, `ValueBytearray`, `ValueSet`, `ValueFrozenset`, `ValueMapBytesKey`,
-`ValueMapDollarKey` in the record corpora).
+Every value has exactly this one spelling; the record corpora accept a value of every extension
+code (the `Value*` vectors; in dump-manifest the `TagValue*` ones, in checkpoint-metadata the
+`PlannerValue*` ones).
 
-Writers accept the same JSON back (`inert encode`): tags by name or value.
+Writers accept the same JSON back (`inert encode`): a tag by its member name or its integer
+value; a given `crc32` is ignored (the writer computes it; the key may be left out); a padding
+field needs no key; keys a record does not have are ignored.  A missing field or a value of the
+wrong JSON type is `write-type`; the right type breaking a limit or rule (a number out of range,
+an unknown tag name, a string over its length) is `write-value`; the first fault in field order
+is the one reported.
 """
 
 
@@ -203,46 +261,66 @@ _RULES_PREAMBLE = """\
 ## Rules
 
 A reader refuses the input at the first rule it breaks, with the rule's error kind
-(the [error catalogue](#error-catalogue)); a valid input breaks none.  Order: the
-fields are read in byte order, and each field's rules are checked as it is read: a
-length or count first against its limit (`limit`), then against the bytes present
-(`truncated`), then its value (UTF-8, a tag, a boolean, padding, a value document's
-own rules in byte order); a record's own rules (the format's rules at the end of this
-list) after its last field, in the order listed; a file's CRC-32 after the document
-it covers.  *field* is the path the error names (`[i]` an index, `*` any field of
-that element); *check* is the rule as an expression over the record's fields (or the
-named check of `inert/_checks.py`).  Each rule is pinned by refusing vectors of the
-corpus (see [the traceability table](traceability.md)).
+(the [error catalogue](#error-catalogue)); a valid input breaks none.  *field* is the path
+the error names (`[i]` an index, `*` any field of that element); *check* is the rule as an
+expression over the record's fields (or the named check of `inert/_checks.py`).  Each rule
+is pinned by refusing vectors of the corpus (see [the traceability table](traceability.md)).
+
+Order of the checks, when two rules could both apply:
+
+* A file format checks the input's size first (`file.max-size`, before any byte is read),
+  then the magic: input whose first 8 bytes are not the magic, and input shorter than 8
+  bytes (the empty input and a proper prefix of the magic included), is `foreign-format`,
+  never `truncated`; then `format_version` (2 bytes: fewer is `truncated`), then the top level.
+* The fields are read in byte order, and each field's rules are checked as it is read:
+  a length or count first against its limit (`limit`), then against the bytes present
+  (`truncated`, each element at least its type's smallest encoding, given in its section or
+  the limits column), then its value (UTF-8, a tag, a boolean, a value document's own rules in
+  the order of [value documents](value_documents.md)).
+* Padding (a `Padding` field, or the padding inside a padded `Bytes` field) is checked whole:
+  all its bytes present (`truncated`), then every byte zero (`invalid-value`).  A padded
+  `Bytes` field: its length against its limit (`limit`), then its padding so, and only then
+  the data against the bytes present (`truncated`).
+* A record's own rules (the format's rules at the end of this list, and the rules named in
+  its Validation line) run after its last field, before anything after the record is read,
+  in the order listed (where one rule covers several fields or elements: in their order);
+  they report the offset of the record's first field.  A `crc32` field is a field: it is
+  checked when it is read, so a CRC-32 is checked before the rules of the record it ends
+  (a document's cross references included).
 """
-
-_VALUE_DOCUMENTS = """\
-### Value documents
-
-A `MsgPack` field holds one MessagePack document of Inert's value subset, in its
-one canonical encoding (rules `value.*` above; a writer writes exactly this form):
-nil, false, true; integers from -2<sup>63</sup> to 2<sup>64</sup>-1 in their shortest
-encoding; float64 (one NaN, `7ff8000000000000`); str (UTF-8), bin, array and map with
-every length in its shortest form; map keys and set members str or bin only, strictly
-increasing (every str before every bin, each by its bytes); and these extensions in
-their shortest ext form: 1 tuple, 4 set, 5 frozenset (the payload is one array of the
-members), 2 complex (two float64 little-endian: real, imaginary), 3 bytearray (the
-raw bytes).  Depth: a container at the top is at depth 1; every array, map, tuple,
-set or frozenset inside one adds 1.  Decoding a valid document costs time and memory
-linear in its size (a reader need hash nothing the input chose: keys are str or bin,
-and duplicates show as a key not above the one before it).
-"""
-
 
 def _rules_section(fmt: Format) -> str:
     lines = [_RULES_PREAMBLE]
     for number, rule in enumerate(fmt.rules(), 1):
         field = {"*": "any", "": "the whole input"}.get(rule.field, " or ".join(f"`{f}`" for f in rule.field.split("|")))
-        lines.append(f"{number}. **`{rule.id}`** ({rule.kind}; field: {field}): {rule.sentence} "
+        lines.append(f"{number}. **`{rule.id}`** ({rule.kind}; field: {field}): {_with_values(fmt, rule.sentence)} "
                      f"*Check:* `{rule.check}`.")
     lines.append("")
+    if fmt.order:
+        lines.append("Order of the format's own rules: " + _with_values(fmt, fmt.order))
+        lines.append("")
     if any(r.id.startswith("value.") for r in fmt.rules()):
-        lines.append(_VALUE_DOCUMENTS)
+        lines.append("### Value documents")
+        lines.append("")
+        lines.append("The rules `value.*` hold inside every value document (`MsgPack` field).  Their framing, the "
+                     "order they are checked in, byte order, depth, the extension codes 1 to 12 with their payloads "
+                     "and limits, and the canonical JSON of each value are on one page for every format: "
+                     "[value documents](value_documents.md).")
+        lines.append("")
     return "\n".join(lines)
+
+
+#: A named constant in prose (``MAX_DEPTH``, with or without quotes) not already followed by its value.
+_CONSTANT = re.compile(r"(``|`)?\b([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)\b(``|`)?(?!`* ?[(=])")
+
+
+def _with_values(fmt: Format, text: str) -> str:
+    """``text`` with each named constant of the format followed by its value (``MAX_DEPTH`` (= 64))."""
+    def named(match: re.Match[str]) -> str:
+        value = fmt.constants.get(match.group(2))
+        return match.group(0) if value is None else f"{match.group(0)} (= {_number(value)})"
+
+    return _CONSTANT.sub(named, text)
 
 
 def _error_catalogue() -> str:
@@ -324,11 +402,11 @@ def _format_doc(fmt: Format) -> dict[str, str]:
         "",
         "<!-- Generated by `inert gen` from the grammar in spec/. Do not edit. -->",
         "",
-        fmt.doc.strip(),
+        _with_values(fmt, fmt.doc.strip()),
         "",
-        f"Versions: {', '.join(str(v) for v in sorted(fmt.versions))} (writers write {fmt.latest}). "
-        "All numbers are little-endian.",
+        f"Versions: {', '.join(str(v) for v in sorted(fmt.versions))} (writers write {fmt.latest}).",
         "",
+        *_general(fmt),
     ]
     if fmt.params:
         lines.append(f"Reader parameters (known to the caller, not in the bytes): {', '.join(f'`{p}`' for p in fmt.params)}.")
@@ -348,8 +426,39 @@ def _format_doc(fmt: Format) -> dict[str, str]:
     lines.append(_rules_section(fmt))
     lines.append(_JSON_MAPPING)
     lines.append(_error_catalogue())
-    files[f"{fmt.module_name}.md"] = "\n".join(lines)
+    files[f"{fmt.module_name}.md"] = _with_values(fmt, "\n".join(lines))
     return files
+
+
+def _general(fmt: Format) -> list[str]:
+    """What holds for the whole format: byte order, the header, the size limit, the parts, the constants."""
+    has_values = any(r.id.startswith("value.") for r in fmt.rules())
+    lines = ["Every number of the grammar's fields (the tables below) is little-endian"
+             + (" (inside a value document, MessagePack's own numbers are big-endian: see "
+                "[value documents](value_documents.md))." if has_values else ".")]
+    if fmt.magic is not None:
+        magic = " ".join(f"{b:02x}" for b in fmt.magic)
+        lines.append(
+            f"A file starts with the header: the 8-byte magic `{magic}`, then `format_version` (Int16ul); "
+            "the version's top-level record follows.  The header is not part of the decoded value: the JSON "
+            f"of a file is its top-level record only.  max_size: {_number(fmt.size_limit)} bytes "
+            f"({'the format' if fmt.max_size is not None else 'no limit of the format beyond it'}; a caller "
+            "may pass a lower `max_size`), an input of exactly max_size bytes is accepted.")
+    else:
+        lines.append("The input has no header and no size limit of its own: the decoded value is the "
+                     "top-level record, and nothing may follow it.")
+    lines.append("In the tables, *offset* counts from the record's first byte (\u2014 where it varies), *width* is "
+                 "the field's bytes (\u2265: its smallest encoding), *limits* every limit of the field and of the "
+                 "elements inside it.  An error's offset counts from the input's first byte.")
+    for part, versions in fmt.parts.items():
+        names = ", ".join(f"v{v}: [{c.typename}](#{c.typename.lower()})" for v, c in sorted(versions.items()))
+        lines.append(
+            f"Part `{part}` (conformance format `{fmt.name}.{part}`; {names}) is read on its own: no header, "
+            "no max_size, nothing after it, and its padding and offsets counted from its own first byte.")
+    if fmt.constants:
+        named = ", ".join(f"`{name}` = {_number(value)}" for name, value in sorted(fmt.constants.items()))
+        lines.append(f"Named constants: {named}.")
+    return [line for text in lines for line in (text, "")]
 
 
 def _traceability(formats: dict[str, Format]) -> str:
@@ -429,6 +538,8 @@ def _index(formats: dict[str, Format]) -> str:
         "",
         "Every rule a reader enforces is numbered on its format's page; [traceability.md](traceability.md)",
         "gives the vectors that pin each one, and [rules.json](rules.json) the same rules as data.",
+        "[value_documents.md](value_documents.md) holds what every format with a value document shares: the",
+        "MessagePack subset, its check order, the extension codes 1 to 12 and their canonical JSON.",
         "",
         "| format | versions | page | rules | vectors: accept | refuse | writers refuse |",
         "|---|---|---|---|---|---|---|",
@@ -445,10 +556,47 @@ def _index(formats: dict[str, Format]) -> str:
     return "\n".join(lines)
 
 
+def _value_documents() -> str:
+    """The one page on value documents every format with a ``MsgPack`` field links to."""
+    lines = [
+        "# Value documents",
+        "",
+        "<!-- Generated by `inert gen` from spec/_values.py and the rules in spec/. Do not edit. -->",
+        "",
+        VALUE_DOCUMENTS,
+        "## Extension codes",
+        "",
+        "An extension is MessagePack's ext family (fixext 1/2/4/8/16 when the payload has that many bytes, "
+        "else ext8, ext16, ext32 in their shortest form), its code a signed byte.  Any code not in this table "
+        "(MessagePack's timestamp -1 included) is `unknown-tag` (`value.ext-code`).  None of them is a map key "
+        "or a set member (`value.key-type`).",
+        "",
+        "| code | value | payload, its limits and its checks in order | canonical JSON |",
+        "|---|---|---|---|",
+        *(f"| {code} | {name} | {payload} | {spelled} |" for code, name, payload, spelled in EXTENSIONS),
+        "",
+        "DType values and itemsizes (an array's, array scalar's and torch.dtype's code; numpy has all but "
+        "BFLOAT16 and the FLOAT8 types):",
+        "",
+        "| code | name | itemsize |",
+        "|---|---|---|",
+        *(f"| {index} | {name} | {CHECKPOINT_ITEMSIZES[name]} |" for index, name in enumerate(CHECKPOINT_ITEMSIZES, 1)),
+        "",
+        "## The rules",
+        "",
+        "Each format's page numbers these among its rules; here by identifier, in the order of that list.",
+        "",
+        *(f"- **`{rule.id}`** ({rule.kind}): {rule.sentence}" for rule in VALUE_RULES),
+        "",
+    ]
+    return "\n".join(lines)
+
+
 def outputs(formats: dict[str, Format], docs_dir: Path) -> dict[Path, str]:
     """Every generated documentation file, with its text."""
     files = {
         docs_dir / "README.md": _index(formats),
+        docs_dir / "value_documents.md": _value_documents(),
         docs_dir / "traceability.md": _traceability(formats),
         docs_dir / "rules.json": _rules_json(formats),
     }

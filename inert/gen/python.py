@@ -985,7 +985,7 @@ def generate(fmt: Format) -> str:
     footer = _FILE_FOOTER if fmt.magic is not None else _FOOTER
     parts.append(footer.format(
         readers=readers, writers=writers, name=fmt.name, param_sig=param_sig, ctx=ctx,
-        magic=fmt.magic, header_size=fmt.header_size, max_size=fmt.max_size or (1 << 63) - 1,
+        magic=fmt.magic, header_size=fmt.header_size, max_size=fmt.size_limit,
         latest_reader=mod.readers[id(fmt.versions[fmt.latest])],
     ))
     for part, versions in fmt.parts.items():

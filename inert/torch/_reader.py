@@ -287,6 +287,15 @@ class _HeaderBuffers:
 
 
 _SCRATCH = _HeaderBuffers(keep=1 << 30)
+_BLOCKS = threading.local()
+
+
+def _block() -> memoryview:
+    """This thread's ``BLOCK``-long buffer, for payloads checked and dropped a block at a time."""
+    block = getattr(_BLOCKS, "block", None)
+    if block is None:
+        block = _BLOCKS.block = memoryview(bytearray(BLOCK))
+    return block
 
 
 class FileSystemReader(StorageReader):
@@ -595,6 +604,32 @@ class FileSystemReader(StorageReader):
             _check_crc(crc, stored, name, item, info)
         return target
 
+    def check_streamed(self, fd: int, name: str, item: ReadItem, info: InertStorageInfo) -> bool:
+        """Check a whole tensor record without holding it: its header first (as ``_load_direct`` does), then
+        its payload read a block at a time into one reused buffer and checksummed (``inert verify``: nothing
+        is loaded, so memory is a block, whatever length the metadata declares for a record of a sparse file).
+        False: the record takes the general path (a bool or compressed record, whose body the codec checks).
+        """
+        expected = self._expected(item, info)
+        scratch = None if expected[0] == torch.bool else _SCRATCH.view(info.length)
+        if scratch is None:
+            return False
+        read_into(fd, info.offset, scratch[: min(info.length, _HEAD_MAX)], None, name)
+        if scratch[0] != shard.RecordKind.TENSOR:
+            return False
+        stored = _CRC.unpack_from(_read_tail(fd, info, name))[0]
+        placed = self._checked_head(scratch, stored, name, item, info, expected, None, lambda: _file_crc(fd, info, name))
+        if placed is None:
+            return False
+        start, nbytes, crc = placed
+        if crc is None:  # unverified: the header was all there was to check
+            return True
+        block = _block()
+        for at in range(0, nbytes, BLOCK):
+            crc = read_into(fd, info.offset + start + at, block[: min(BLOCK, nbytes - at)], crc, name)
+        _check_crc(crc or 0, stored, name, item, info)
+        return True
+
     def _direct_target(self, item: ReadItem, info: InertStorageInfo, resolve: Resolve) -> tuple[torch.Tensor, Any] | None:
         """The destination and the metadata's expectation when a record's payload may go straight into it, else None."""
         expected = self._expected(item, info)
@@ -608,12 +643,13 @@ class FileSystemReader(StorageReader):
 
     def _checked_head(
         self, scratch: memoryview, stored: int, name: str, item: ReadItem, info: InertStorageInfo, expected: Any,
-        target: torch.Tensor, record_crc: Callable[[], int],
+        target: torch.Tensor | None, record_crc: Callable[[], int],
     ) -> tuple[int, int, int | None] | None:
         """A tensor record's header, decoded from ``scratch`` (the record's length, its first bytes read) and checked
-        against the metadata and the plan; ``stored`` is the CRC-32 the record ends with and ``record_crc()`` computes
-        the one its bytes give (to name damage as such).  Returns where the payload starts, its length and the
-        CRC-32 of the bytes before it (None unverified), or None when the record takes the general path."""
+        against the metadata and the plan (and ``target``'s size, unless None); ``stored`` is the CRC-32 the record
+        ends with and ``record_crc()`` computes the one its bytes give (to name damage as such).  Returns where the
+        payload starts, its length and the CRC-32 of the bytes before it (None unverified), or None when the record
+        takes the general path."""
         try:
             record = self._decode(scratch, name, item, info, False)
             body = record["body"]
@@ -625,7 +661,7 @@ class FileSystemReader(StorageReader):
             if self.verify_checksums:  # a damaged record is named as such, not by the field the damage hit
                 _check_crc(record_crc(), stored, name, item, info)
             raise
-        if tuple(target.size()) != tuple(item.lengths) or tuple(item.lengths) != shape:
+        if (target is not None and tuple(target.size()) != tuple(item.lengths)) or tuple(item.lengths) != shape:
             return None
         nbytes = len(body["data"])
         start = info.length - 4 - nbytes
