@@ -41,6 +41,7 @@ void inert_reader_init(inert_reader *r, const char *format, const uint8_t *buf, 
     r->v = v;
     r->user = user;
     r->err = err;
+    r->columns = NULL;
     memset(err, 0, sizeof *err);
     err->format = format;
 }
@@ -71,6 +72,11 @@ static void below(inert_error *err, const char *prefix) {
 int inert_within(inert_reader *r, const char *prefix) {
     below(r->err, prefix);
     return -1;
+}
+
+int inert_held_rule(inert_reader *r, const char *rule, size_t start) {
+    if (!r->v || !r->v->held_rule || !r->v->held_rule(r->user, rule, start)) return 0;
+    return inert_fail(r, INERT_INVALID_VALUE, start, "", "refused by %s", rule);
 }
 
 int inert_within_index(inert_reader *r, uint64_t index) {
@@ -294,35 +300,185 @@ int inert_check_end(inert_reader *r, size_t off) {
 
 /* -- exact integers ---------------------------------------------------------------------------- */
 
-inert_i128 inert_i128_from_u64(uint64_t v) {
-    inert_i128 x = {v, 0};
-    return x;
+/* The external definitions of the inline ones (inert_runtime.h). */
+extern inline inert_i128 inert_i128_from_u64(uint64_t v);
+extern inline inert_i128 inert_i128_from_i64(int64_t v);
+extern inline inert_i128 inert_i128_make(int64_t hi, uint64_t lo);
+extern inline inert_i128 inert_i128_add(inert_i128 a, inert_i128 b);
+extern inline inert_i128 inert_i128_neg(inert_i128 a);
+extern inline inert_i128 inert_i128_sub(inert_i128 a, inert_i128 b);
+extern inline int inert_i128_cmp(inert_i128 a, inert_i128 b);
+extern inline inert_i128 inert_i128_mul_sat(inert_i128 a, inert_i128 b);
+
+/* |a| as a 128-bit magnitude, the sign apart. */
+static void magnitude(inert_i128 a, int *negative, uint64_t *hi, uint64_t *lo) {
+    *negative = a.hi < 0;
+    if (*negative) a = inert_i128_neg(a);
+    *hi = (uint64_t)a.hi;
+    *lo = a.lo;
 }
 
-inert_i128 inert_i128_from_i64(int64_t v) {
-    inert_i128 x = {(uint64_t)v, v < 0 ? -1 : 0};
-    return x;
-}
-
-inert_i128 inert_i128_add(inert_i128 a, inert_i128 b) {
+inert_i128 inert_i128_mul_wide(inert_i128 a, inert_i128 b) {
+    static const uint64_t limit_hi = (uint64_t)1 << 36; /* 2**100 = limit_hi * 2**64 */
+    int na, nb;
+    uint64_t ah, al, bh, bl;
+    magnitude(a, &na, &ah, &al);
+    magnitude(b, &nb, &bh, &bl);
     inert_i128 x;
-    x.lo = a.lo + b.lo;
-    /* unsigned wrap-around of the high words, then back: no signed overflow */
-    x.hi = (int64_t)((uint64_t)a.hi + (uint64_t)b.hi + (x.lo < a.lo));
-    return x;
+    if ((!ah && !al) || (!bh && !bl)) return inert_i128_from_u64(0);
+    if (ah >= limit_hi || bh >= limit_hi || (ah && bh)) {
+        x = inert_i128_make((int64_t)limit_hi, 0);
+    } else {
+        /* at most one high word is nonzero: (h * 2**64 + l) * m with m < 2**64 */
+        uint64_t h = ah ? ah : bh, l = ah ? al : (bh ? bl : al), m = ah ? bl : (bh ? al : bl);
+        uint64_t ll = l & 0xffffffffu, lh = l >> 32, ml = m & 0xffffffffu, mh = m >> 32;
+        uint64_t p0 = ll * ml, p1 = ll * mh, p2 = lh * ml, p3 = lh * mh;
+        uint64_t mid = (p0 >> 32) + (p1 & 0xffffffffu) + (p2 & 0xffffffffu);
+        uint64_t lo = (p0 & 0xffffffffu) | (mid << 32);
+        uint64_t carry = p3 + (p1 >> 32) + (p2 >> 32) + (mid >> 32); /* the high word of l * m, < 2**64 */
+        /* h * m + carry, which saturates once it reaches limit_hi */
+        if (h && m >= (limit_hi + h - 1) / h) {
+            x = inert_i128_make((int64_t)limit_hi, 0);
+        } else {
+            uint64_t hi = h * m + carry;
+            x = (hi > limit_hi || (hi == limit_hi && lo) || hi < carry) ? inert_i128_make((int64_t)limit_hi, 0)
+                                                                         : inert_i128_make((int64_t)hi, lo);
+        }
+    }
+    return na != nb ? inert_i128_neg(x) : x;
 }
 
-inert_i128 inert_i128_neg(inert_i128 a) {
-    inert_i128 x;
-    x.lo = ~a.lo + 1;
-    x.hi = (int64_t)(~(uint64_t)a.hi + (x.lo == 0));
-    return x;
+inert_i128 inert_i128_div(inert_i128 a, inert_i128 b) {
+    if (a.hi || b.hi || !b.lo) return inert_i128_from_u64(0);
+    return inert_i128_from_u64(a.lo / b.lo);
 }
 
-inert_i128 inert_i128_sub(inert_i128 a, inert_i128 b) { return inert_i128_add(a, inert_i128_neg(b)); }
+inert_i128 inert_i128_mod(inert_i128 a, inert_i128 b) {
+    if (a.hi || b.hi || !b.lo) return inert_i128_from_u64(0);
+    return inert_i128_from_u64(a.lo % b.lo);
+}
 
-int inert_i128_cmp(inert_i128 a, inert_i128 b) {
-    if (a.hi != b.hi) return a.hi < b.hi ? -1 : 1;
-    if (a.lo != b.lo) return a.lo < b.lo ? -1 : 1;
+/* -- named checks ------------------------------------------------------------------------------ */
+
+unsigned inert_numpy_itemsize(const uint8_t *s, size_t len) {
+    if (len < 3 || len > 4) return 0;
+    uint8_t order = s[0], kind = s[1];
+    if (order != '<' && order != '>' && order != '|') return 0;
+    if (s[2] < '1' || s[2] > '9' || (len == 4 && (s[3] < '0' || s[3] > '9'))) return 0; /* no leading zero */
+    unsigned n = len == 4 ? (unsigned)(s[2] - '0') * 10u + (unsigned)(s[3] - '0') : (unsigned)(s[2] - '0');
+    int ok;
+    switch (kind) {
+        case 'b': ok = n == 1; break;
+        case 'i': case 'u': ok = n == 1 || n == 2 || n == 4 || n == 8; break;
+        case 'f': ok = n == 2 || n == 4 || n == 8; break;
+        case 'c': ok = n == 8 || n == 16; break;
+        default: ok = 0;
+    }
+    if (!ok || (order == '|') != (n == 1)) return 0;
+    return n;
+}
+
+int inert_named_plain_file_name(const uint8_t *s, size_t len) {
+    if (len < 1 || len > 255 || s[0] == '.' || s[0] == '-') return 0;
+    for (size_t k = 0; k < len; k++) {
+        uint8_t c = s[k];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+/* -- columns ----------------------------------------------------------------------------------- */
+
+int inert_column_push(inert_reader *r, inert_column *c, const uint8_t *p, uint64_t n) {
+    if (c->count == c->cap) {
+        size_t cap = c->cap ? 2 * c->cap : 64;
+        inert_item *items = cap <= SIZE_MAX / sizeof *items ? realloc(c->items, cap * sizeof *items) : NULL;
+        if (!items) return inert_fail(r, INERT_NO_MEMORY, 0, "", "a column of %zu items cannot grow", c->count);
+        c->items = items;
+        c->cap = cap;
+    }
+    c->items[c->count].p = p;
+    c->items[c->count].n = n;
+    c->count++;
+    return 0;
+}
+
+void inert_columns_free(inert_column *columns, size_t count) {
+    for (size_t k = 0; k < count; k++) free(columns[k].items);
+}
+
+typedef struct {
+    const uint8_t *p;
+    uint64_t n;
+    uint64_t order; /* 0 for an earlier item, else 1 + its index */
+} ranked;
+
+static int by_bytes_then_order(const void *pa, const void *pb) {
+    const ranked *a = pa, *b = pb;
+    size_t common = (size_t)(a->n < b->n ? a->n : b->n);
+    int c = common ? memcmp(a->p, b->p, common) : 0;
+    if (c) return c;
+    if (a->n != b->n) return a->n < b->n ? -1 : 1;
+    return (a->order > b->order) - (a->order < b->order);
+}
+
+int inert_distinct(inert_reader *r, const inert_column *c, const inert_column *earlier, uint64_t *index) {
+    size_t before = earlier ? earlier->count : 0, total = before + c->count;
+    if (!c->count) return 1;
+    ranked *all = total <= SIZE_MAX / sizeof *all ? malloc(total * sizeof *all) : NULL;
+    if (!all) return inert_fail(r, INERT_NO_MEMORY, 0, "", "%zu items cannot be sorted", total);
+    for (size_t k = 0; k < before; k++) all[k].p = earlier->items[k].p, all[k].n = earlier->items[k].n, all[k].order = 0;
+    for (size_t k = 0; k < c->count; k++)
+        all[before + k].p = c->items[k].p, all[before + k].n = c->items[k].n, all[before + k].order = 1 + (uint64_t)k;
+    qsort(all, total, sizeof *all, by_bytes_then_order); /* equal strings together, in order: the first is the original */
+    uint64_t first = UINT64_MAX;
+    for (size_t k = 1; k < total; k++)
+        if (all[k].order && !by_bytes_then_order(&(ranked){all[k - 1].p, all[k - 1].n, all[k].order}, &all[k]) &&
+            all[k].order - 1 < first)
+            first = all[k].order - 1;
+    free(all);
+    if (first == UINT64_MAX) return 1;
+    *index = first;
+    return 0;
+}
+
+inert_i128 inert_i128_align(inert_i128 x, uint64_t a) {
+    return inert_i128_add(x, inert_i128_from_u64((a - (x.lo & (a - 1))) & (a - 1)));
+}
+
+typedef struct {
+    uint64_t value, order;
+} numbered;
+
+static int by_value_then_order(const void *pa, const void *pb) {
+    const numbered *a = pa, *b = pb;
+    if (a->value != b->value) return a->value < b->value ? -1 : 1;
+    return (a->order > b->order) - (a->order < b->order);
+}
+
+int inert_distinct_numbers(inert_reader *r, const inert_column *c, unsigned width, uint64_t *outer, uint64_t *inner) {
+    size_t total = 0;
+    for (size_t k = 0; k < c->count; k++) total += (size_t)c->items[k].n; /* each item's numbers are in the input */
+    if (total < 2) return 1;
+    numbered *all = total <= SIZE_MAX / sizeof *all ? malloc(total * sizeof *all) : NULL;
+    if (!all) return inert_fail(r, INERT_NO_MEMORY, 0, "", "%zu numbers cannot be sorted", total);
+    size_t at = 0;
+    for (size_t k = 0; k < c->count; k++)
+        for (uint64_t j = 0; j < c->items[k].n; j++, at++)
+            all[at].value = inert_load_le(c->items[k].p + j * width, width), all[at].order = at;
+    qsort(all, total, sizeof *all, by_value_then_order);
+    uint64_t first = UINT64_MAX;
+    for (size_t k = 1; k < total; k++)
+        if (all[k].value == all[k - 1].value && all[k].order < first) first = all[k].order;
+    free(all);
+    if (first == UINT64_MAX) return 1;
+    for (size_t k = 0; k < c->count; k++) { /* the flat position as (item, element) */
+        if (first < c->items[k].n) {
+            *outer = k, *inner = first;
+            return 0;
+        }
+        first -= c->items[k].n;
+    }
     return 0;
 }

@@ -10,14 +10,15 @@
  *
  * Every fault is an inert_error with the same kind, byte offset and field
  * path as the Python readers give (`<format>: offset N: <field>: <reason>`).
- * Nothing is allocated except the frame stack of a MessagePack value document,
- * at most one frame per byte of that document.
+ * Memory: the frames of a MessagePack value document (on the stack), and the columns a format's
+ * declared rules read (inert_column: one item per record read, freed by the decode function).
  */
 #ifndef INERT_RUNTIME_H
 #define INERT_RUNTIME_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -64,7 +65,25 @@ typedef struct {
     uint64_t max_size;
 } inert_params;
 
-typedef enum { INERT_EXT_TUPLE = 1, INERT_EXT_SET = 4, INERT_EXT_FROZENSET = 5 } inert_ext;
+/*
+ * The extension containers of value documents, by their code.  The typed extensions (6 to 12,
+ * inert/_value_types.py) are reported as begin_ext(code, count), `count` values, end_ext:
+ * a BytesIO its bytes (1); an array its dtype tag (DType), its dims as an array and its bytes (3);
+ * an array scalar its tag and bytes (2); a torch.dtype its tag (1); a torch.Size, torch.device
+ * or registered object the value of the document it holds (1).
+ */
+typedef enum {
+    INERT_EXT_TUPLE = 1,
+    INERT_EXT_SET = 4,
+    INERT_EXT_FROZENSET = 5,
+    INERT_EXT_BYTESIO = 6,
+    INERT_EXT_ARRAY = 7,
+    INERT_EXT_ARRAY_SCALAR = 8,
+    INERT_EXT_TORCH_SIZE = 9,
+    INERT_EXT_TORCH_DTYPE = 10,
+    INERT_EXT_TORCH_DEVICE = 11,
+    INERT_EXT_OBJECT = 12
+} inert_ext;
 
 /*
  * What a reader reports.  Records and unions are objects: field(name) then the
@@ -96,7 +115,25 @@ typedef struct {
     void (*end_ext)(void *user);
     void (*complex)(void *user, double real, double imag);
     void (*bytearray)(void *user, const uint8_t *data, size_t len);
+    /* A rule the grammar holds only as a Python function (its name in inert._checks), on the record
+     * whose fields were just reported (the open object), which starts at byte `start`: nonzero refuses
+     * the record.  May be NULL (the rule is not checked); the CPython accelerator sets it. */
+    int (*held_rule)(void *user, const char *rule, uint64_t start);
 } inert_visitor;
+
+/* An item of a column (below): a string's or an array's first byte and length or count, or a number (p NULL). */
+typedef struct {
+    const uint8_t *p;
+    uint64_t n;
+} inert_item;
+
+/* A field of every record of an array (a declared rule's `tensors.fqn`), collected while reading for the
+ * rules checked after the record that holds the array.  Its memory grows with the input (one item per
+ * record read) and is freed by the decode function. */
+typedef struct {
+    inert_item *items;
+    size_t count, cap;
+} inert_column;
 
 /* One read of one buffer. */
 typedef struct {
@@ -106,6 +143,7 @@ typedef struct {
     const inert_visitor *v; /* NULL: validate only */
     void *user;
     inert_error *err;
+    inert_column *columns; /* the format's columns (NULL: it has none) */
 } inert_reader;
 
 void inert_reader_init(inert_reader *r, const char *format, const uint8_t *buf, size_t n, const inert_params *params,
@@ -118,6 +156,9 @@ int inert_fail(inert_reader *r, inert_kind kind, uint64_t offset, const char *fi
 #endif
     ;
 
+/* A rule held only as a Python function: asks the visitor's held_rule, if any (0: accepted or not asked). */
+int inert_held_rule(inert_reader *r, const char *rule, size_t start);
+
 /* Place the fault's field path below `prefix` (a field name, or "" for none). */
 int inert_within(inert_reader *r, const char *prefix);
 /* Place the fault's field path below element `index` of an array. */
@@ -127,6 +168,16 @@ uint64_t inert_le(const uint8_t *p, unsigned width);
 
 /* inert_le for the generated code's loops: inlined, so a constant width compiles to one load. */
 static inline uint64_t inert_load_le(const uint8_t *p, unsigned width) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    /* one load (memcpy of a constant size), where the byte loop below stays a loop at -O2 */
+    switch (width) {
+        case 8: { uint64_t v; memcpy(&v, p, 8); return v; }
+        case 4: { uint32_t v; memcpy(&v, p, 4); return v; }
+        case 2: { uint16_t v; memcpy(&v, p, 2); return v; }
+        case 1: return p[0];
+        default: break;
+    }
+#endif
     uint64_t v = 0;
     for (unsigned k = width; k-- > 0;) v = (v << 8) | p[k];
     return v;
@@ -178,12 +229,91 @@ typedef struct {
     int64_t hi;
 } inert_i128;
 
-inert_i128 inert_i128_from_u64(uint64_t v);
-inert_i128 inert_i128_from_i64(int64_t v);
-inert_i128 inert_i128_add(inert_i128 a, inert_i128 b);
-inert_i128 inert_i128_sub(inert_i128 a, inert_i128 b);
-inert_i128 inert_i128_neg(inert_i128 a);
-int inert_i128_cmp(inert_i128 a, inert_i128 b);
+/* C99 inline definitions (the rules' loops call them per element); inert_runtime.c holds their external
+ * definitions, so they are also functions to link against. */
+#if defined(__GNUC__)
+#define INERT_INLINE inline __attribute__((always_inline))
+#else
+#define INERT_INLINE inline
+#endif
+INERT_INLINE inert_i128 inert_i128_from_u64(uint64_t v) {
+    inert_i128 x;
+    x.lo = v;
+    x.hi = 0;
+    return x;
+}
+
+INERT_INLINE inert_i128 inert_i128_from_i64(int64_t v) {
+    inert_i128 x;
+    x.lo = (uint64_t)v;
+    x.hi = v < 0 ? -1 : 0;
+    return x;
+}
+
+/* hi * 2**64 + lo. */
+INERT_INLINE inert_i128 inert_i128_make(int64_t hi, uint64_t lo) {
+    inert_i128 x;
+    x.lo = lo;
+    x.hi = hi;
+    return x;
+}
+
+INERT_INLINE inert_i128 inert_i128_add(inert_i128 a, inert_i128 b) {
+    inert_i128 x;
+    x.lo = a.lo + b.lo;
+    /* unsigned wrap-around of the high words, then back: no signed overflow */
+    x.hi = (int64_t)((uint64_t)a.hi + (uint64_t)b.hi + (x.lo < a.lo));
+    return x;
+}
+
+INERT_INLINE inert_i128 inert_i128_neg(inert_i128 a) {
+    inert_i128 x;
+    x.lo = ~a.lo + 1;
+    x.hi = (int64_t)(~(uint64_t)a.hi + (x.lo == 0));
+    return x;
+}
+
+INERT_INLINE inert_i128 inert_i128_sub(inert_i128 a, inert_i128 b) { return inert_i128_add(a, inert_i128_neg(b)); }
+
+INERT_INLINE int inert_i128_cmp(inert_i128 a, inert_i128 b) {
+    if (a.hi != b.hi) return a.hi < b.hi ? -1 : 1;
+    if (a.lo != b.lo) return a.lo < b.lo ? -1 : 1;
+    return 0;
+}
+
+/* inert_i128_mul_sat beyond its quick case. */
+inert_i128 inert_i128_mul_wide(inert_i128 a, inert_i128 b);
+
+/* a * b, exact while |a * b| <= 2**100, else +-2**100 (the rule language's products saturate there). */
+INERT_INLINE inert_i128 inert_i128_mul_sat(inert_i128 a, inert_i128 b) {
+    if (!a.hi && !b.hi && a.lo <= UINT32_MAX && b.lo <= UINT32_MAX) return inert_i128_from_u64(a.lo * b.lo);
+    return inert_i128_mul_wide(a, b);
+}
+/* a // b and a % b of operands 0 to 2**64 - 1 (else 0); a divisor 0 gives 0. */
+inert_i128 inert_i128_div(inert_i128 a, inert_i128 b);
+inert_i128 inert_i128_mod(inert_i128 a, inert_i128 b);
+
+/* x rounded up to a multiple of a (a power of two), x not negative. */
+inert_i128 inert_i128_align(inert_i128 x, uint64_t a);
+
+/* -- columns -- */
+
+/* Append an item (a fault of kind INERT_NO_MEMORY when it cannot grow). */
+int inert_column_push(inert_reader *r, inert_column *c, const uint8_t *p, uint64_t n);
+void inert_columns_free(inert_column *columns, size_t count);
+/* The rule language's distinct(c, earlier) of strings: 1 when no item of c repeats an item before it or one of
+ * `earlier` (NULL: none), else 0 with *index the first that does; -1 (INERT_NO_MEMORY) when it cannot sort. */
+int inert_distinct(inert_reader *r, const inert_column *c, const inert_column *earlier, uint64_t *index);
+/* distinct() of a column of arrays of `width`-byte numbers: no number in two places; else 0 with the
+ * (item, element) of the first repeat; -1 (INERT_NO_MEMORY) when it cannot sort. */
+int inert_distinct_numbers(inert_reader *r, const inert_column *c, unsigned width, uint64_t *outer, uint64_t *inner);
+
+/* -- named checks of the declared rules (inert/_rule_expr.py NAMED), written once for every format -- */
+
+/* The bytes per element of a numpy dtype string Inert accepts (`|b1`, `<f4`, ...; inert._checks.dtype_itemsize), or 0. */
+unsigned inert_numpy_itemsize(const uint8_t *s, size_t len);
+/* A plain file name: 1 to 255 of A-Z a-z 0-9 _ . -, the first not . or - (inert._checks._FILE_NAME_RE). */
+int inert_named_plain_file_name(const uint8_t *s, size_t len);
 
 #ifdef __cplusplus
 }

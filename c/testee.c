@@ -136,7 +136,7 @@ static void py_float(Buf *b, double d) {
 
 /* ---- the decoded tree ------------------------------------------------------------------------ */
 
-enum { N_NULL, N_BOOL, N_INT, N_UINT, N_FLOAT, N_STR, N_NAME, N_BYTES, N_BYTEARRAY, N_COMPLEX, N_OBJ, N_ARR, N_MAP, N_EXT };
+enum { N_NULL, N_BOOL, N_INT, N_UINT, N_FLOAT, N_STR, N_NAME, N_BYTES, N_BYTEARRAY, N_COMPLEX, N_OBJ, N_ARR, N_MAP, N_EXT, N_TYPED };
 
 typedef struct Node Node;
 struct Node {
@@ -216,7 +216,7 @@ static void v_tag(void *u, const char *e, const char *member, int64_t value) {
 static void v_begin_map(void *u, uint64_t c) { (void)c, open_(u, node(u, N_MAP)); }
 static void v_begin_ext(void *u, inert_ext kind, uint64_t c) {
     (void)c;
-    Node *x = node(u, N_EXT);
+    Node *x = node(u, kind >= INERT_EXT_BYTESIO ? N_TYPED : N_EXT);
     x->ext = kind;
     open_(u, x);
 }
@@ -231,7 +231,7 @@ static void v_bytearray(void *u, const uint8_t *p, size_t n) {
 
 static const inert_visitor tree_visitor = {
     v_begin_object, v_end, v_field, v_begin_array, v_end, v_null, v_boolean, v_int64, v_uint64, v_float64,
-    v_text, v_bytes, v_tag, v_begin_map, v_end, v_begin_ext, v_end, v_complex, v_bytearray,
+    v_text, v_bytes, v_tag, v_begin_map, v_end, v_begin_ext, v_end, v_complex, v_bytearray, NULL,
 };
 
 /* ---- Python equality of hashable values (map keys, set members) -------------------------------- */
@@ -410,8 +410,41 @@ static void emit_float(Buf *b, double d) {
     else py_float(b, d);
 }
 
+/* A typed extension as inert/_canonical.py spells it: {"$array": {"data": ..., "dtype": ..., "shape": [...]}}, ... */
+static void emit_typed(Buf *b, Node *n) {
+    Node *first = n->first, *second = first ? first->next : NULL;
+    switch (n->ext) {
+        case INERT_EXT_BYTESIO:
+            puts_(b, "{\"$bytesio\":\"");
+            base64(b, first->s, first->len);
+            puts_(b, "\"}");
+            return;
+        case INERT_EXT_ARRAY:
+        case INERT_EXT_ARRAY_SCALAR: {
+            Node *data = n->ext == INERT_EXT_ARRAY ? second->next : second;
+            puts_(b, n->ext == INERT_EXT_ARRAY ? "{\"$array\":{\"data\":\"" : "{\"$arrayscalar\":{\"data\":\"");
+            base64(b, data->s, data->len);
+            puts_(b, "\",\"dtype\":");
+            emit(b, first);
+            if (n->ext == INERT_EXT_ARRAY) {
+                puts_(b, ",\"shape\":");
+                emit(b, second);
+            }
+            puts_(b, "}}");
+            return;
+        }
+        case INERT_EXT_TORCH_DTYPE: puts_(b, "{\"$torch.dtype\":"); break;
+        case INERT_EXT_TORCH_SIZE: puts_(b, "{\"$torch.Size\":"); break;
+        case INERT_EXT_TORCH_DEVICE: puts_(b, "{\"$torch.device\":"); break;
+        default: puts_(b, "{\"$object\":"); break;
+    }
+    emit(b, first);
+    put(b, "}", 1);
+}
+
 static void emit(Buf *b, Node *n) {
     switch (n->type) {
+        case N_TYPED: emit_typed(b, n); break;
         case N_NULL: puts_(b, "null"); break;
         case N_BOOL: puts_(b, n->i ? "true" : "false"); break;
         case N_INT: printf_(b, "%lld", (long long)n->i); break;

@@ -149,14 +149,11 @@ def check_array_sample(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str,
 def check_sample_range(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str] | None:
     """The rules of DALI's SampleRange: a non-empty-or-empty range with a slice inside it."""
     start, end = value["start"], value["end"]
-    if start < 0:
-        return "start", f"{start} is negative"
+    for name in ("start", "iteration", "epoch"):  # the order of rule shm-message.range-non-negative
+        if value[name] < 0:
+            return name, f"{value[name]} is negative"
     if end < start:
         return "end", f"{end} is before start {start}"
-    if value["iteration"] < 0:
-        return "iteration", f"{value['iteration']} is negative"
-    if value["epoch"] < 0:
-        return "epoch", f"{value['epoch']} is negative"
     slice_start, slice_end = value["slice_start"], value["slice_end"]
     if not 0 <= slice_start <= end - start:
         return "slice_start", f"{slice_start} lies outside 0..{end - start}"
@@ -326,6 +323,8 @@ def check_metadata(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str
             if fqn in seen:
                 return f"{group}[{index}].fqn", f"{fqn!r} appears twice"
             seen.add(fqn)
+    for group in ("tensors", "values"):  # after every fqn: the order of the declared rules
+        for index, entry in enumerate(value[group]):
             file_ids = entry["chunk_files"] if group == "tensors" else (entry["file"],)
             if file_ids and max(file_ids) >= count:
                 return f"{group}[{index}]", f"file index {max(file_ids)} is not below the {count} files"
@@ -349,6 +348,7 @@ def _check_dump_fields(fields: list[dict[str, Any]]) -> tuple[str, str] | None:
         if entry["name"] in names:
             return f"fields[{index}].name", f"{entry['name']!r} appears twice"
         names.add(entry["name"])
+    for index, entry in enumerate(fields):  # after every name: the declared order
         fault = _dims_fault(entry["layout"].get("shape") or [], f"fields[{index}].layout.shape")
         if fault is not None:
             return fault
@@ -356,21 +356,25 @@ def _check_dump_fields(fields: list[dict[str, Any]]) -> tuple[str, str] | None:
 
 
 def _check_dump_keys(keys: list[dict[str, Any]], fields: list[dict[str, Any]]) -> tuple[str, str] | None:
-    # Writers may name the tag ("NESTED"); readers give the member (equal to its value).
-    nested = [entry["layout"]["kind"] in (_LAYOUT_NESTED, "NESTED") for entry in fields]
-    ndims = [entry["layout"].get("ndim") for entry in fields]
+    # One rule after another over every key (the declared order), each reporting its first fault.
     seen: set[str] = set()
     for index, entry in enumerate(keys):
         key = entry["key"]
         if key in seen:
             return f"keys[{index}].key", f"{key!r} appears twice"
         seen.add(key)
+    for index, entry in enumerate(keys):
         previous = -1
-        shapes = 0
         for pos, field_index in enumerate(entry["fields"]):
             if field_index <= previous or field_index >= len(fields):
                 return f"keys[{index}].fields[{pos}]", f"field index {field_index} is not ascending below {len(fields)}"
             previous = field_index
+    # Writers may name the tag ("NESTED"); readers give the member (equal to its value).
+    nested = [entry["layout"]["kind"] in (_LAYOUT_NESTED, "NESTED") for entry in fields]
+    ndims = [entry["layout"].get("ndim") for entry in fields]
+    for index, entry in enumerate(keys):
+        shapes = 0
+        for field_index in entry["fields"]:
             if nested[field_index]:
                 if shapes >= len(entry["nested_shapes"]):
                     return f"keys[{index}].nested_shapes", "fewer shapes than nested fields"
@@ -387,31 +391,41 @@ def _check_dump_keys(keys: list[dict[str, Any]], fields: list[dict[str, Any]]) -
 
 
 def _check_dump_shards(shards: list[dict[str, Any]], key_count: int) -> tuple[str, str] | None:
-    placed = bytearray(key_count)
+    # One rule after another over every shard and row (the declared order), each reporting its first fault.
     files: set[str] = set()
     for index, shard in enumerate(shards):
         name = shard["file"]
         if not _FILE_NAME_RE.match(name) or name in (DUMP_MANIFEST_NAME, ".", ".."):
             return f"shards[{index}].file", f"{name!r} is not a plain shard file name"
-        if name in files:
-            return f"shards[{index}].file", f"{name!r} appears twice"
-        files.add(name)
+    for index, shard in enumerate(shards):
+        if shard["file"] in files:
+            return f"shards[{index}].file", f"{shard['file']!r} appears twice"
+        files.add(shard["file"])
+    for index, shard in enumerate(shards):
         rows, offsets, lengths = shard["rows"], shard["offsets"], shard["lengths"]
         if not len(rows) == len(offsets) == len(lengths):
             return f"shards[{index}]", f"{len(rows)} rows, {len(offsets)} offsets and {len(lengths)} lengths"
-        end = DUMP_FIRST_RECORD
-        for pos, (row, offset, length) in enumerate(zip(rows, offsets, lengths, strict=True)):
+    for index, shard in enumerate(shards):
+        for pos, row in enumerate(shard["rows"]):
             if row >= key_count:
                 return f"shards[{index}].rows[{pos}]", f"row {row} is not below the {key_count} keys"
+    placed = bytearray(key_count)
+    for index, shard in enumerate(shards):
+        for pos, row in enumerate(shard["rows"]):
             if placed[row]:
                 return f"shards[{index}].rows[{pos}]", f"row {row} is stored twice"
             placed[row] = 1
+    for index, shard in enumerate(shards):
+        end = DUMP_FIRST_RECORD
+        for pos, (offset, length) in enumerate(zip(shard["offsets"], shard["lengths"], strict=True)):
             # Records follow each other in file order, each at the next multiple of 64.
             if offset != end + (-end % 64):
                 return f"shards[{index}].offsets[{pos}]", f"record at {offset}, the previous one ends at {end}"
+            end = offset + length
+    for index, shard in enumerate(shards):
+        for pos, length in enumerate(shard["lengths"]):
             if length < DUMP_MIN_RECORD:
                 return f"shards[{index}].lengths[{pos}]", f"record of {length} bytes is shorter than any record"
-            end = offset + length
     if key_count and not all(placed):
         return "shards", f"row {placed.index(0)} is in no shard"
     return None

@@ -11,6 +11,7 @@ import struct
 import zlib
 from typing import Any
 
+from inert._accelerator import accelerator
 from inert._checks import describe_foreign
 from inert._errors import (
     ForeignFormatError,
@@ -25,6 +26,7 @@ from inert._errors import (
 from inert._value_doc import pack_value, unpack_value
 
 __all__ = [
+    "accelerator",
     "as_buffer",
     "private_bytes",
     "cached_text",

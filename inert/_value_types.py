@@ -59,7 +59,9 @@ MAX_DEVICE_INDEX = (1 << 31) - 1
 MAX_OBJECT_NAME = 256
 #: The checkpoint dtypes numpy has natively (arrays and array scalars hold only these).
 ARRAY_DTYPES = frozenset(_DTYPE_NAMES[:15]) - {"BFLOAT16"}
-_DEVICE_TYPE = re.compile(r"[a-z][a-z0-9_]{0,31}\Z")
+#: Longest device type name (``cuda``, ``privateuseone``), in characters.
+MAX_DEVICE_TYPE = 32
+_DEVICE_TYPE = re.compile(rf"[a-z][a-z0-9_]{{0,{MAX_DEVICE_TYPE - 1}}}\Z")
 _HEAD = struct.Struct("<BB")
 
 

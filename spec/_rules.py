@@ -35,7 +35,12 @@ class SpecRule:
     """One rule: ``id`` (``<scope>.<name>``), ``sentence``, ``kind``, ``field`` (a path, ``[i]`` for any
     index, alternatives joined by ``|``, ``""`` for the whole input, ``*`` for every field of the element),
     ``check`` (an expression in Python syntax over the record's fields, or ``check:<name>`` of
-    :mod:`inert._checks`) and ``reason`` (a regular expression matching the reason the readers give)."""
+    :mod:`inert._checks`), ``reason`` (a regular expression matching the reason the readers give) and
+    ``on``: the typename of the record the rule is checked on (``|`` between several), after its fields, in declaration order.
+    A rule with ``on`` states its check in the rule language of :mod:`inert.spec._rule_expr`, which the
+    generators compile (a test evaluates it beside the Python readers' own checks over the corpus);
+    a rule without is enforced by the element readers of every target (the grammar's elements, the
+    file header and checksum, the value documents)."""
 
     id: str
     sentence: str
@@ -43,6 +48,7 @@ class SpecRule:
     field: str
     check: str
     reason: str
+    on: str = ""
 
     def matches(self, kind: str, field: str, reason: str) -> bool:
         """Whether a refusal (error kind, field path, reason) is this rule's."""
@@ -77,7 +83,8 @@ ELEMENT_RULES: dict[str, tuple[SpecRule, ...]] = {
         SpecRule("grammar.string-length", "A string's byte length is at most its field's max_len (the limits "
                  "column); the length is checked before the bytes are read.", "limit", "*", "length <= max_len",
                  r"^string length \d+ exceeds max_len"),
-        SpecRule("grammar.utf8", "A string is valid UTF-8 (refused, never replaced).", "invalid-value", "*",
+        SpecRule("grammar.utf8", "A string is valid UTF-8 as RFC 3629 defines it: no surrogate (U+D800 to U+DFFF), "
+                 "no overlong form, nothing above U+10FFFF (refused, never replaced).", "invalid-value", "*",
                  "valid_utf8(bytes)", r"^invalid UTF-8$"),
     ),
     "Array": (

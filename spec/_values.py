@@ -12,6 +12,11 @@ from __future__ import annotations
 
 __all__ = ["EXTENSIONS", "VALUE_DOCUMENTS"]
 
+
+#: What a typed extension holding a value document refuses, beyond its own shape.
+_DOCUMENT_FAULTS = ("an empty payload `truncated`, a well-formed document of another shape `invalid-value`, a fault "
+                    "inside the document its own kind (an unknown extension inside is `unknown-tag`)")
+
 #: Every extension code: (code, Python type, payload layout and its rules in check order, canonical JSON).
 EXTENSIONS: tuple[tuple[int, str, str, str], ...] = (
     (1, "tuple", "one MessagePack array (fixarray, array16 or array32, shortest form) of the items, nothing after "
@@ -36,14 +41,14 @@ EXTENSIONS: tuple[tuple[int, str, str, str], ...] = (
      "bytes `invalid-value`; a BOOL byte other than 0 and 1 `invalid-value`",
      '`{"$arrayscalar": {"data": "<base64>", "dtype": "<DType name>"}}`'),
     (9, "torch.Size", "a value document (the whole payload; canonical, its depth as the Depth section says) holding an "
-     "array of at most 64 ints, each 0 to 2**63-1; anything else `invalid-value`", '`{"$torch.Size": [...]}`'),
+     "array of at most 64 ints, each 0 to 2**63-1; " + _DOCUMENT_FAULTS, '`{"$torch.Size": [...]}`'),
     (10, "torch.dtype", "exactly 1 byte (else `invalid-value`), a DType value 1 to 20, every one allowed "
      "(BFLOAT16 and the FLOAT8 types included; else `unknown-tag`)", '`{"$torch.dtype": "<DType name>"}`'),
     (11, "torch.device", "a value document holding the array `[type, index]`: `type` a str matching "
-     "`[a-z][a-z0-9_]{0,31}`, `index` nil or an int 0 to 2**31-1; anything else `invalid-value`",
+     "`[a-z][a-z0-9_]{0,31}`, `index` nil or an int 0 to 2**31-1; " + _DOCUMENT_FAULTS,
      '`{"$torch.device": [type, index]}` (`index` may be `null`)'),
     (12, "registered object", "a value document holding the array `[name, state]`: `name` a str of 1 to 256 "
-     "UTF-8 bytes, `state` any value of the subset; anything else `invalid-value`.  The name is a key into "
+     "UTF-8 bytes, `state` any value of the subset; " + _DOCUMENT_FAULTS + ".  The name is a key into "
      "the reading program's own registry: nothing is imported", '`{"$object": [name, state]}`'),
 )
 

@@ -128,30 +128,37 @@ FORMAT = Format(
 RULES = (
     SpecRule("checkpoint-metadata.size-dimension", "No dimension of a tensor's size exceeds 2**63 - 1 (torch "
              "holds sizes as signed 64-bit numbers).", "invalid-value", "tensors[i].size[i]",
-             "all(d <= 2**63 - 1 for d in size)", r"^dimension \d+ exceeds 2\*\*63 - 1$"),
+             "all(d <= 2**63 - 1 for d in size)", r"^dimension \d+ exceeds 2\*\*63 - 1$", on="TensorEntry"),
     SpecRule("checkpoint-metadata.chunk-columns", "A tensor's chunk_files column gives its number of chunks; "
              "chunk_byte_offsets, chunk_byte_lengths and chunk_crcs hold one value per chunk, chunk_offsets and "
              "chunk_sizes ndim values per chunk (ndim: the length of size).", "invalid-value",
              "tensors[i].chunk_byte_offsets|tensors[i].chunk_byte_lengths|tensors[i].chunk_crcs|"
              "tensors[i].chunk_offsets|tensors[i].chunk_sizes",
-             "len(chunk_byte_offsets) == len(chunk_byte_lengths) == len(chunk_crcs) == len(chunk_files) and "
-             "len(chunk_offsets) == len(chunk_sizes) == len(chunk_files) * len(size)", r"^\d+ values, \d+ chunks"),
+             "len(chunk_byte_offsets) == len(chunk_files) and len(chunk_byte_lengths) == len(chunk_files) and "
+             "len(chunk_crcs) == len(chunk_files) and len(chunk_offsets) == len(chunk_files) * len(size) and "
+             "len(chunk_sizes) == len(chunk_files) * len(size)", r"^\d+ values, \d+ chunks", on="TensorEntry"),
     SpecRule("checkpoint-metadata.size-overflow", "The product of a tensor's size is below 2**64.",
-             "invalid-value", "tensors[i].size", "prod(size) < 2**64", r"^element count overflows 64 bits"),
+             "invalid-value", "tensors[i].size", "prod(size) < 2**64", r"^element count overflows 64 bits",
+             on="TensorEntry"),
     SpecRule("checkpoint-metadata.chunk-inside", "Every chunk lies inside its tensor: in every dim, the chunk's "
-             "offset plus its size is at most the tensor's size.", "invalid-value", "tensors[i].chunk_sizes",
-             "all(chunk_offsets[c * ndim + d] + chunk_sizes[c * ndim + d] <= size[d])", r"^a chunk ends beyond size"),
+             "offset plus its size (the exact sum, never wrapped at 64 bits) is at most the tensor's size.",
+             "invalid-value", "tensors[i].chunk_sizes",
+             "all(chunk_offsets[c * len(size) + d] + chunk_sizes[c * len(size) + d] <= size[d] "
+             "for c in range(len(chunk_files)) for d in range(len(size)))", r"^a chunk ends beyond size", on="TensorEntry"),
     SpecRule("checkpoint-metadata.file-name", "A data file name is " + FILE_NAME_SENTENCE + ".",
-             "invalid-value", "files[i]", "re.fullmatch('[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}', name)",
-             r"is not a plain file name$"),
+             "invalid-value", "files[i]", "all(plain_file_name(name) for name in files)",
+             r"is not a plain file name$", on="CheckpointMetadata"),
     SpecRule("checkpoint-metadata.file-unique", "A data file name appears once in files.", "invalid-value",
-             "files[i]", "len(set(files)) == len(files)", r"is listed twice$"),
+             "files[i]", "distinct(files)", r"is listed twice$", on="CheckpointMetadata"),
     SpecRule("checkpoint-metadata.fqn-unique", "An fqn appears once among all tensors and values (tensors first, "
              "then values, in order: the second occurrence is reported).", "invalid-value",
-             "tensors[i].fqn|values[i].fqn", "len(set(fqns)) == len(fqns)", r"appears twice$"),
+             "tensors[i].fqn|values[i].fqn", "distinct(tensors.fqn) and distinct(values.fqn, tensors.fqn)",
+             r"appears twice$", on="CheckpointMetadata"),
     SpecRule("checkpoint-metadata.file-index", "Every chunk's and every value's file index is below the number "
-             "of files.", "invalid-value", "tensors[i]|values[i]", "max(chunk_files + [file]) < len(files)",
-             r"^file index \d+ is not below the \d+ files"),
+             "of files.", "invalid-value", "tensors[i]|values[i]",
+             "all(all(f < len(files) for f in chunks) for chunks in tensors.chunk_files) and "
+             "all(f < len(files) for f in values.file)", r"^file index \d+ is not below the \d+ files",
+             on="CheckpointMetadata"),
 )
 
 #: When the rules above run, and over which elements in turn.
@@ -161,6 +168,6 @@ RULE_ORDER = (
     "over chunk_byte_offsets, chunk_byte_lengths, chunk_crcs, then chunk_offsets, chunk_sizes; "
     "`size-overflow`; `chunk-inside` dim by dim).  The other four run after the whole document and its "
     "CRC-32: `file-name` over every file in order, then `file-unique` over every file (the second "
-    "occurrence is named), then each tensor in order and then each value in order gets `fqn-unique` then "
-    "`file-index` (for a tensor, its largest chunk file index) before the next entry is looked at."
+    "occurrence is named), then `fqn-unique` over each tensor in order and then each value in order, then "
+    "`file-index` over the same entries in the same order (for a tensor, its chunk file indexes in order)."
 )

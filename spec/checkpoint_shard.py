@@ -177,17 +177,18 @@ FORMAT = Format(
 TENSOR_RULES = (
     SpecRule("tensor.dimension", "No dimension of shape exceeds 2**63 - 1 (torch and numpy hold sizes as signed "
              "64-bit numbers), even in a zero-size tensor.", "invalid-value", "shape[i]",
-             "all(d <= 2**63 - 1 for d in shape)", r"^dimension \d+ exceeds 2\*\*63 - 1$"),
+             "all(d <= 2**63 - 1 for d in shape)", r"^dimension \d+ exceeds 2\*\*63 - 1$", on="TensorRecord"),
     SpecRule("tensor.shape-overflow", "The element count times the itemsize (the product of shape and the "
              "dtype's bytes: 1 for BOOL, the 8-bit ints and floats; 2 for 16-bit; 4 for 32-bit and 8 for 64-bit "
              "types and COMPLEX64; 16 for COMPLEX128) is below 2**64; a zero-size tensor passes whatever its other "
              "dims.", "invalid-value", "shape", "prod(shape) * itemsize(dtype) < 2**64",
-             r"^element count times itemsize overflows 64 bits"),
+             r"^element count times itemsize overflows 64 bits", on="TensorRecord"),
     SpecRule("tensor.length", "The payload holds exactly prod(shape) * itemsize(dtype) bytes (a 0-d tensor one "
              "element).", "invalid-value", "data", "len(data) == prod(shape) * itemsize(dtype)",
-             r"bytes present, shape and dtype give"),
+             r"bytes present, shape and dtype give", on="TensorRecord"),
     SpecRule("tensor.bool-elements", "Every element of a BOOL tensor is the byte 0 or 1.", "invalid-value",
-             "data", "dtype != BOOL or all(b in (0, 1) for b in data)", r"^a boolean byte other than 0 and 1"),
+             "data", "dtype != BOOL or all(b in (0, 1) for b in data)", r"^a boolean byte other than 0 and 1",
+             on="TensorRecord"),
 )
 
 #: Version 2 adds the rule of a compressed body.
@@ -195,5 +196,6 @@ RULES = (
     *TENSOR_RULES,
     SpecRule("checkpoint-shard.inflated-length", "A ZSTD body (version 2) declares an inflated_length from 6 (the shortest "
              "body) to MAX_INFLATED (2**48 + 1024), checked before anything is inflated.", "invalid-value",
-             "inflated_length", "6 <= inflated_length <= MAX_INFLATED", r"^\d+ outside \d+\.\.\d+$"),
+             "inflated_length", "6 <= inflated_length <= MAX_INFLATED", r"^\d+ outside \d+\.\.\d+$",
+             on="CompressedRecord"),
 )

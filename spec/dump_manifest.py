@@ -112,54 +112,66 @@ FORMAT = Format(
 #: then shards, each in order: the first broken rule is reported).
 RULES = (
     SpecRule("dump-manifest.field-name-unique", "A field name appears once in fields.", "invalid-value",
-             "fields[i].name", "len(set(names)) == len(names)", r"appears twice$"),
+             "fields[i].name", "distinct(fields.name)", r"appears twice$", on="DumpManifest"),
     SpecRule("dump-manifest.dimension", "No dimension of a DENSE field's shape or of a key's nested shape "
              "exceeds 2**63 - 1 (torch and numpy hold sizes as signed 64-bit numbers).", "invalid-value",
-             "fields[i].layout.shape[i]|keys[i].nested_shapes[i][i]", "all(d <= 2**63 - 1 for d in shape)",
-             r"^dimension \d+ exceeds 2\*\*63 - 1$"),
+             "fields[i].layout.shape[i]|keys[i].nested_shapes[i][i]",
+             "check:dimensions (all(d <= 2**63 - 1 for d in shape) of every DENSE layout and nested shape: "
+             "a column of a union's case, which the rule language does not collect)",
+             r"^dimension \d+ exceeds 2\*\*63 - 1$", on="DumpManifest"),
     SpecRule("dump-manifest.key-unique", "A key appears once in keys.", "invalid-value", "keys[i].key",
-             "len(set(keys)) == len(keys)", r"appears twice$"),
+             "distinct(keys.key)", r"appears twice$", on="DumpManifest"),
     SpecRule("dump-manifest.field-index", "A key's fields are indexes into fields, strictly ascending.",
-             "invalid-value", "keys[i].fields[i]", "all(a < b for a, b in pairs(fields)) and max(fields) < len(schema)",
-             r"is not ascending below"),
+             "invalid-value", "keys[i].fields[i]",
+             "all(all(f[k] < len(fields) and (k == 0 or f[k - 1] < f[k]) for k in range(len(f))) for f in keys.fields)",
+             r"is not ascending below", on="DumpManifest"),
     SpecRule("dump-manifest.nested-shapes", "A key holds one nested shape per field of its fields that is NESTED, "
              "in the same order, each with the field's ndim dims (a shape of more than 64 dims is already "
              "refused as a count, `grammar.count`, when it is read).", "invalid-value",
              "keys[i].nested_shapes|keys[i].nested_shapes[i]",
-             "[len(s) for s in nested_shapes] == [schema[f].ndim for f in fields if schema[f].kind == NESTED]",
-             r"fewer shapes than nested fields|dims, the field has|shapes for \d+ nested fields"),
+             "check:nested_shapes (a list a key's fields give, which the rule language cannot build: "
+             "[len(s) for s in nested_shapes] == [schema[f].ndim for f in fields if schema[f].kind == NESTED])",
+             r"fewer shapes than nested fields|dims, the field has|shapes for \d+ nested fields", on="DumpManifest"),
     SpecRule("dump-manifest.shard-file-name", "A shard file name is " + FILE_NAME_SENTENCE + ", and not `MANIFEST`.",
              "invalid-value", "shards[i].file",
-             "re.fullmatch('[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}', file) and file != 'MANIFEST'",
-             r"is not a plain shard file name$"),
+             "all(plain_file_name(name) and name != 'MANIFEST' for name in shards.file)",
+             r"is not a plain shard file name$", on="DumpManifest"),
     SpecRule("dump-manifest.shard-file-unique", "A shard file name appears once in shards.", "invalid-value",
-             "shards[i].file", "len(set(files)) == len(files)", r"appears twice$"),
+             "shards[i].file", "distinct(shards.file)", r"appears twice$", on="DumpManifest"),
     SpecRule("dump-manifest.shard-columns", "A shard's rows, offsets and lengths columns are equally long.",
-             "invalid-value", "shards[i]", "len(rows) == len(offsets) == len(lengths)", r"rows, \d+ offsets and"),
+             "invalid-value", "shards[i]",
+             "all(len(shards.rows[s]) == len(shards.offsets[s]) == len(shards.lengths[s]) for s in range(len(shards.rows)))",
+             r"rows, \d+ offsets and", on="DumpManifest"),
     SpecRule("dump-manifest.row-index", "A shard's row is an index into keys.", "invalid-value",
-             "shards[i].rows[i]", "row < len(keys)", r"is not below the \d+ keys$"),
+             "shards[i].rows[i]", "all(all(row < len(keys) for row in rows) for rows in shards.rows)",
+             r"is not below the \d+ keys$", on="DumpManifest"),
     SpecRule("dump-manifest.row-once", "No row is stored twice (in one shard or in two).", "invalid-value",
-             "shards[i].rows[i]", "rows of all shards are distinct", r"is stored twice$"),
+             "shards[i].rows[i]", "distinct(shards.rows)", r"is stored twice$", on="DumpManifest"),
     SpecRule("dump-manifest.record-placement", "A shard's records are listed in file order and packed: the "
              "first at offset 64 (the shard header, row count and padding), each next one at the first multiple "
              "of 64 at or after the end (offset + length) of the one before: no gap but that padding, no "
              "overlap.", "invalid-value", "shards[i].offsets[i]",
-             "offsets[k] == align64(offsets[k-1] + lengths[k-1]) (offsets[0] == 64)",
-             r"^record at \d+, the previous one ends at"),
+             "all(all((k == 0 and shards.offsets[s][k] == 64) or (k > 0 and shards.offsets[s][k] == "
+             "align(shards.offsets[s][k - 1] + shards.lengths[s][k - 1], 64)) for k in range(len(shards.offsets[s]))) "
+             "for s in range(len(shards.offsets)))",
+             r"^record at \d+, the previous one ends at", on="DumpManifest"),
     SpecRule("dump-manifest.record-length", "A record is at least 16 bytes (a global index, a field count of 0 "
-             "and the CRC-32).", "invalid-value", "shards[i].lengths[i]", "length >= 16",
-             r"shorter than any record$"),
+             "and the CRC-32).", "invalid-value", "shards[i].lengths[i]",
+             "all(all(length >= 16 for length in lengths) for lengths in shards.lengths)",
+             r"shorter than any record$", on="DumpManifest"),
     SpecRule("dump-manifest.row-placed", "Every key is stored in some shard (with row-once: in exactly one).",
-             "invalid-value", "shards", "every index of keys is in some shard's rows", r"is in no shard$"),
+             "invalid-value", "shards", "sum(len(rows) for rows in shards.rows) == len(keys)", r"is in no shard$",
+             on="DumpManifest"),
 )
 
 #: Over which elements in turn the rules above run (each element gets all of its rules before the next one).
 RULE_ORDER = (
-    "they run after the whole document and its CRC-32, element by element: each field in order "
-    "(`field-name-unique`, then `dimension` over its DENSE shape); then each key in order (`key-unique`; then "
-    "for each of its field indexes in order: `field-index`, and for a NESTED field `nested-shapes` (a shape "
-    "left for it), `dimension` over that shape, `nested-shapes` (its ndim); then `nested-shapes` (no shape "
-    "left over)); then each shard in order (`shard-file-name`, `shard-file-unique`, `shard-columns`, then for "
-    "each row in order: `row-index`, `row-once`, `record-placement`, `record-length`); last `row-placed`, "
-    "naming the lowest key index in no shard."
+    "they run after the whole document and its CRC-32, rule by rule in the order listed, each over its "
+    "elements in order (fields, keys or shards, then the elements inside them), naming the first that breaks "
+    "it: `field-name-unique` over the fields, then per field `dimension` over its DENSE shape; `key-unique` "
+    "over the keys; `field-index` over each key's field indexes; per key, for each NESTED field in order, "
+    "`nested-shapes` (a shape left for it), `dimension` over that shape, `nested-shapes` (its ndim), then "
+    "`nested-shapes` (no shape left over); then over the shards `shard-file-name`, `shard-file-unique`, "
+    "`shard-columns`, then over every row of every shard `row-index`, `row-once`, `record-placement`, "
+    "`record-length`; last `row-placed`, naming the lowest key index in no shard."
 )

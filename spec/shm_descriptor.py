@@ -46,10 +46,11 @@ FORMAT = Format(
 #: Checked after the descriptor's fields, in this order.
 RULES = (
     SpecRule("shm-descriptor.ids", "The worker_id and shm_chunk_id are not negative.", "invalid-value",
-             "worker_id|shm_chunk_id", "worker_id >= 0 and shm_chunk_id >= 0", r"is negative$"),
+             "worker_id|shm_chunk_id", "worker_id >= 0 and shm_chunk_id >= 0", r"is negative$", on="Descriptor|DescriptorV2"),
     SpecRule("shm-descriptor.inside", "The message lies inside the chunk: offset + num_bytes <= shm_capacity.",
-             "invalid-value", "num_bytes", "offset + num_bytes <= shm_capacity", r"lie beyond the capacity"),
+             "invalid-value", "num_bytes", "offset + num_bytes <= shm_capacity", r"lie beyond the capacity",
+             on="Descriptor|DescriptorV2"),
     SpecRule("shm-descriptor.capacity", "When the caller passes chunk_size, shm_capacity equals it.",
              "invalid-value", "shm_capacity", "chunk_size is None or shm_capacity == chunk_size",
-             r"declared, the chunk holds"),
+             r"declared, the chunk holds", on="Descriptor|DescriptorV2"),
 )

@@ -154,12 +154,13 @@ FORMAT = Format(
 RULES = (
     SpecRule("shm-message.range-non-negative", "A SampleRange's start, iteration and epoch are not negative "
              "(start first).", "invalid-value", "start|iteration|epoch", "start >= 0 and iteration >= 0 and epoch >= 0",
-             r"is negative$"),
-    SpecRule("shm-message.range-order", "A SampleRange's end is not before its start (checked after start).",
-             "invalid-value", "end", "end >= start", r"is before start"),
+             r"is negative$", on="SampleRange"),
+    SpecRule("shm-message.range-order", "A SampleRange's end is not before its start (checked after epoch).",
+             "invalid-value", "end", "end >= start", r"is before start", on="SampleRange"),
     SpecRule("shm-message.slice-inside", "A SampleRange's slice lies inside it: 0 <= slice_start <= slice_end "
              "<= end - start.", "invalid-value", "slice_start|slice_end",
-             "0 <= slice_start <= slice_end <= end - start", r"lies outside"),
+             "0 <= slice_start <= end - start and slice_start <= slice_end <= end - start", r"lies outside",
+             on="SampleRange"),
     SpecRule("shm-message.batch-meta-overflow", "A BatchMeta's offset + size is below 2**64.", "invalid-value",
-             "size", "offset + size <= 2**64 - 1", r"^offset \+ size overflows 64 bits"),
+             "size", "offset + size <= 2**64 - 1", r"^offset \+ size overflows 64 bits", on="BatchMeta"),
 )

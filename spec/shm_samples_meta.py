@@ -81,16 +81,19 @@ FORMAT = Format(
 RULES = (
     SpecRule("shm-samples-meta.dtype", "An array's dtype is numpy's dtype.str of a plain numeric type: `|b1`, "
              "`|i1`, `|u1`, or `<`/`>` then i2, i4, i8, u2, u4, u8, f2, f4, f8, c8 or c16.", "invalid-value",
-             "dtype", "check:dtype_itemsize", r"^unsupported dtype"),
+             "dtype", "itemsize(dtype) > 0", r"^unsupported dtype", on="ArraySample"),
     SpecRule("shm-samples-meta.span", "The array's span, the itemsize times every dimension with a 0 counted as "
              "1, is at most 2**63 - 1 bytes (the largest array numpy can describe, empty ones included).",
              "invalid-value", "shape", "prod(max(d, 1) for d in shape) * itemsize(dtype) <= 2**63 - 1",
-             r"spans more than 2\*\*63 - 1 bytes"),
+             r"spans more than 2\*\*63 - 1 bytes", on="ArraySample"),
     SpecRule("shm-samples-meta.nbytes", "The nbytes field equals prod(shape) * itemsize(dtype).", "invalid-value",
-             "nbytes", "nbytes == prod(shape) * itemsize(dtype)", r"declared, shape and dtype give"),
+             "nbytes", "nbytes == prod(shape) * itemsize(dtype)", r"declared, shape and dtype give",
+             on="ArraySample"),
     SpecRule("shm-samples-meta.offset-aligned", "The offset is a multiple of the itemsize.", "invalid-value",
-             "offset", "offset % itemsize(dtype) == 0", r"is not a multiple of the itemsize"),
-    SpecRule("shm-samples-meta.inside-chunk", "When the caller passes chunk_size, offset + nbytes <= chunk_size.",
+             "offset", "offset % itemsize(dtype) == 0", r"is not a multiple of the itemsize",
+             on="ArraySample"),
+    SpecRule("shm-samples-meta.inside-chunk", "When the caller passes chunk_size, offset + nbytes <= chunk_size (the exact sum, "
+             "never wrapped at 64 bits).",
              "invalid-value", "nbytes", "chunk_size is None or offset + nbytes <= chunk_size",
-             r"-byte chunk$"),
+             r"-byte chunk$", on="ArraySample"),
 )

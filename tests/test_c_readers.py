@@ -24,6 +24,7 @@ from inert.conformance._protocol import Request
 from inert.conformance._runner import read_failure_list
 from inert.conformance._testee import Testee as CTestee
 from inert.conformance.testees import inert_generated
+from inert.spec._rule_expr import held_only_in_python
 
 from inert._errors import InertError
 from inert.gen import c as _generate_c
@@ -32,8 +33,6 @@ ROOT = Path(__file__).resolve().parent.parent
 C_DIR = ROOT / "c"
 FAILURE_LIST = ROOT / "conformance" / "failure_lists" / "inert_c.txt"
 SANITIZE = "-fsanitize=address,undefined -fno-sanitize-recover=all"
-#: The C reader's refusal of the typed extension codes 6-12 (inert/_value_types.py), which it does not read yet.
-_TYPED_EXT = re.compile(r"unknown extension code (6|7|8|9|10|11|12)( \(at byte \d+ of the document\))?$")
 _MESSAGE = re.compile(r"(?P<format>[^:]+): offset (?P<offset>-?\d+): (?P<field>.*?): ")
 
 
@@ -159,16 +158,7 @@ def _mutants(data: bytes, rng: random.Random, count: int) -> list[bytes]:
     return out
 
 
-def _without_python_only_rules(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The interpreted grammar with its Validate rules off: what the C generator can emit today."""
-    from inert.spec import _grammar
-
-    original = _grammar._run_checks
-    monkeypatch.setattr(_grammar, "_run_checks", lambda checks, fields, ctx: original(
-        [c for c in checks if isinstance(c, _grammar.Rule)], fields, ctx))
-
-
-def test_c_reader_agrees_with_the_grammar_on_damaged_inputs(testee: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_c_reader_agrees_with_the_grammar_on_damaged_inputs(testee: str) -> None:
     """Kind, offset and field path of every refusal, and the value of every acceptance, for 9,000 damaged
     copies of corpus inputs (seed 20: the same inputs every run).  A longer run with other inputs:
     ``INERT_C_DIFF_SEED=7 INERT_C_DIFF_VECTORS=100000 pytest tests/test_c_readers.py -k damaged``."""
@@ -176,7 +166,6 @@ def test_c_reader_agrees_with_the_grammar_on_damaged_inputs(testee: str, monkeyp
 
     from inert._canonical import to_json
 
-    _without_python_only_rules(monkeypatch)
     rng = random.Random(int(os.environ.get("INERT_C_DIFF_SEED", "20")))
     listed = read_failure_list(FAILURE_LIST)
     vectors = [v for v in load_corpus() if v.value is None and len(v.data) <= 1 << 16 and v.test_name not in listed]
@@ -186,11 +175,11 @@ def test_c_reader_agrees_with_the_grammar_on_damaged_inputs(testee: str, monkeyp
         for vector in picked:
             for data in _mutants(vector.data, rng, 6):
                 response = c_reader.ask(Request("decode", vector.format, vector.version, data, vector.params))
-                if _TYPED_EXT.search(response.message):
-                    continue  # the typed extension codes: not read by the C reader yet (the failure list says so)
                 try:
                     value = inert_construct.decode(vector.format, vector.version, data, dict(vector.params))
                 except InertError as exc:
+                    if held_only_in_python(vector.format, exc.kind, exc.field, exc.reason):
+                        continue  # a rule the C readers do not make (dump-manifest.nested-shapes)
                     assert response.result == "reject", (vector.test_name, data.hex(), str(exc))
                     match = _MESSAGE.match(response.message)
                     assert match, response.message
@@ -202,7 +191,7 @@ def test_c_reader_agrees_with_the_grammar_on_damaged_inputs(testee: str, monkeyp
                 assert response.result == "accept", (vector.test_name, data.hex(), response.message)
                 assert response.payload.decode() == to_json(value), (vector.test_name, data.hex())
                 accepted += 1
-    assert rejected > 1000 and accepted > 50, (rejected, accepted)
+    assert rejected > 1000 and accepted > 30, (rejected, accepted)
 
 
 def _document(rng: random.Random, depth: int = 0) -> bytes:
@@ -234,11 +223,44 @@ def _document(rng: random.Random, depth: int = 0) -> bytes:
     if pick < 19:
         pairs = [(_document(rng, depth + 1), _document(rng, depth + 1)) for _ in range(rng.randrange(3))]
         return bytes([0x80 | len(pairs)]) + b"".join(k + v for k, v in pairs)
+    if pick == 23:
+        return _typed(rng, depth)
     # a tuple, set or frozenset: a payload of one array (usually)
     payload = _document(rng, depth + 1) if rng.random() < 0.1 else bytes([0x90 | 2]) + _document(rng, depth + 1) * 2
     if rng.random() < 0.05:
         payload += b"\xc0"
     return b"\xc7" + bytes([len(payload) & 0xFF, rng.choice((1, 4, 5))]) + payload if len(payload) < 256 else b"\xc0"
+
+
+def _typed(rng: random.Random, depth: int) -> bytes:
+    """A typed extension (codes 6-12, inert/_value_types.py), well formed or near it."""
+    code = rng.randrange(6, 13)
+    dtype = rng.choice((1, 2, 9, 11, 12, 15, 16, 20, 21, 0))
+    if code == 7:
+        dims = [rng.choice((0, 1, 2, 3, 1 << 40)) for _ in range(rng.choice((0, 1, 2, 65)))]
+        size = {1: 1, 2: 1, 9: 8, 12: 4, 15: 16}.get(dtype, 1)
+        for dim in dims:
+            size *= dim
+        data = bytes(rng.choice((0, 1, 2)) for _ in range(min(size, 64) + rng.choice((0, 0, 1, -1))))
+        payload = bytes([dtype, len(dims)]) + b"".join(struct.pack("<Q", d) for d in dims) + data
+    elif code == 8:
+        payload = bytes([dtype]) + bytes(rng.choice((0, 1, 2)) for _ in range(rng.choice((0, 1, 2, 4, 8, 16))))
+    elif code == 10:
+        payload = bytes([dtype]) * rng.choice((1, 1, 0, 2))
+    elif code == 6:
+        payload = b"ab"
+    else:
+        inner = rng.choice((
+            b"\x92\xa4cuda\x00", b"\x92\xa4cuda\xc0", b"\x92\xa4Cuda\x00", b"\x92\xa3cpu\xce\x80\x00\x00\x00",
+            b"\x93\x01\x02\x03", b"\x91\xcf\x80" + bytes(7), b"\x91\xff", b"\x92\xa1a\xc0", b"\x92\xa0\xc0",
+            b"\x90", b"\x92\xc3\x01", _document(rng, depth + 1), b"\x92\xa1o" + _document(rng, depth + 1),
+        ))
+        payload = inner
+    if len(payload) in (1, 2, 4, 8, 16):
+        return bytes([0xD4 + (1, 2, 4, 8, 16).index(len(payload)), code]) + payload
+    if len(payload) < 256:
+        return b"\xc7" + bytes([len(payload), code]) + payload
+    return b"\xc0"
 
 
 def _tuples(levels: int) -> bytes:

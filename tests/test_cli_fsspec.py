@@ -10,11 +10,11 @@ import sys
 import pytest
 import s3fs
 import torch
-import torch.distributed.checkpoint as dcp
 from s3_server import S3Server
 
 from inert.dump import Row, dump
 from inert.torch import FsspecWriter
+from inert.torch._compat import dcp_save
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
 
@@ -28,8 +28,7 @@ def cli(s3: S3Server | None, *args: str, endpoint: str = "") -> subprocess.Compl
 
 def test_inspect_and_verify_a_checkpoint_then_find_a_flipped_byte(s3: S3Server) -> None:
     url = f"s3://{s3.new_bucket()}/ckpt"
-    dcp.save({"w": torch.arange(4096, dtype=torch.float32), "v": {"a": 1}},
-             storage_writer=FsspecWriter(url, storage_options=s3.options()), no_dist=True)
+    dcp_save({"w": torch.arange(4096, dtype=torch.float32), "v": {"a": 1}}, FsspecWriter(url, storage_options=s3.options()))
     shown = cli(s3, "inspect", url)
     assert shown.returncode == 0 and "Inert checkpoint" in shown.stdout and "w  float32  (4096,)" in shown.stdout, shown
     checked = cli(s3, "verify", url)

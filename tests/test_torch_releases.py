@@ -10,6 +10,7 @@ one key per leaf; ``inert.torch.load`` reads both through ``CrossReleaseLoadPlan
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
 
 import inert.torch
 from inert.torch import CrossReleaseLoadPlanner, FileSystemReader, load_tensors
-from inert.torch._compat import TORCH_VERSION, dcp_load, parse_version, torch_dtype
+from inert.torch._compat import TORCH_VERSION, dcp_load, torch_dtype
 from tests.fixtures.release_checkpoint import EXPECTED, release_dirs, template, to_json
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled", "ignore:.*load_state_dict.*deprecated")
@@ -57,11 +58,19 @@ def saved(request: pytest.FixtureRequest) -> tuple[Path, dict[str, Any]]:
     return path, json.loads((path / EXPECTED).read_text())["state"]
 
 
-def test_the_fixtures_include_the_newest_release() -> None:
-    # The fixtures of 2.2.2-2.8.0 were written before value documents took their canonical form (sorted
-    # keys), which refuses them; until `tools/compat --fixtures` remakes them, only 2.13.0's is here.
-    versions = [parse_version(p.name.removeprefix("torch-")) for p in RELEASES]
-    assert versions and versions[-1] >= (2, 13)
+def compat_releases() -> list[str]:
+    """The releases tools/compat runs (its ``RELEASES``): the rows and columns of the cross-release table."""
+    script = ast.parse((Path(__file__).resolve().parent.parent / "tools" / "compat").read_text())
+    found = next(node.value for node in script.body if isinstance(node, ast.Assign)
+                 and any(isinstance(t, ast.Name) and t.id == "RELEASES" for t in node.targets))
+    return list(ast.literal_eval(found))
+
+
+def test_every_release_of_the_table_has_a_fixture() -> None:
+    # Each loads with the running torch in the tests below: together they are this release's column.
+    assert [p.name.removeprefix("torch-") for p in RELEASES] == compat_releases()
+    for path in RELEASES:  # saved by that release itself
+        assert json.loads((path / EXPECTED).read_text())["torch"].split("+")[0] == path.name.removeprefix("torch-")
 
 
 def test_load_reads_every_saved_value(saved: tuple[Path, dict[str, Any]]) -> None:

@@ -24,12 +24,14 @@ import ranks
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
+from dcp_features import ZStandard, dtensor, dtensor_utils, needs_zstandard
 from inert.codecs import checkpoint_metadata as cm
 from torch.distributed.checkpoint.api import CheckpointException
 
 import inert.torch._reader as reader_module
 from inert import InvalidValueError
 from inert.torch import FileSystemReader, FileSystemWriter
+from inert.torch._compat import dcp_load, dcp_save
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
 SIZE = (12, 12)  # divides evenly among 1, 2, 3, 4 and 6 shards
@@ -51,10 +53,10 @@ def _make(layout: str, zero: bool) -> Any:
     world = dist.get_world_size()
     if layout.startswith("dt_"):
         from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
-        placement = {"dt_rows": Shard(0), "dt_cols": Shard(1), "dt_replicated": Replicate()}[layout]
-        return distribute_tensor(source, init_device_mesh("cpu", (world,)), [placement])
+        dt = dtensor()
+        placement = {"dt_rows": dt.Shard(0), "dt_cols": dt.Shard(1), "dt_replicated": dt.Replicate()}[layout]
+        return dt.distribute_tensor(source, init_device_mesh("cpu", (world,)), [placement])
     from torch.distributed._shard import sharded_tensor
     from torch.distributed._shard.sharding_spec import ChunkShardingSpec, EnumerableShardingSpec, ShardMetadata
 
@@ -81,13 +83,11 @@ def _slice(tensor: torch.Tensor, offsets: Any, sizes: Any) -> torch.Tensor:
 def _local_parts(value: Any) -> list[tuple[list[int], torch.Tensor]]:
     """Each part this rank holds, with its offsets in the whole tensor."""
     from torch.distributed._shard.sharded_tensor import ShardedTensor
-    from torch.distributed.tensor import DTensor
-    from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
 
     if isinstance(value, ShardedTensor):
         return [(list(s.metadata.shard_offsets), s.tensor) for s in value.local_shards()]
-    if isinstance(value, DTensor):
-        _, offsets = compute_local_shape_and_global_offset(value.shape, value.device_mesh, value.placements)
+    if isinstance(value, dtensor().DTensor):
+        _, offsets = dtensor_utils().compute_local_shape_and_global_offset(value.shape, value.device_mesh, value.placements)
         return [(list(offsets), value.to_local())]
     return [([0, 0], value)]
 
@@ -104,8 +104,6 @@ def _worker(scenario: str, path: str) -> None:
     warnings.filterwarnings("ignore")
     ranks.init_group()
     if scenario in ("save", "save_zstd"):
-        from torch.distributed.checkpoint._extension import ZStandard
-
         writer = FileSystemWriter(path, _extensions=[ZStandard()] if scenario == "save_zstd" else None)
         dcp.save({key: _make(key, zero=False) for key in SAVED}, storage_writer=writer)
     elif scenario == "load":
@@ -162,6 +160,7 @@ def test_saved_by_n_ranks_loads_with_m_into_every_layout(tmp_path: Path, saved_b
     _save_and_load(tmp_path, saved_by, loaded_by)
 
 
+@needs_zstandard
 def test_compressed_checkpoints_reshard_too(tmp_path: Path) -> None:
     _save_and_load(tmp_path, 3, 2, save="save_zstd")
     assert all(data_file.read_bytes()[8:10] == b"\x02\x00" for data_file in tmp_path.glob("*.distcp"))
@@ -186,7 +185,7 @@ def test_a_damaged_record_split_between_read_items_is_refused_before_any_byte_is
 
 
 def test_two_chunks_on_one_byte_range_are_refused(tmp_path: Path) -> None:
-    dcp.save({"a": torch.ones(4), "b": torch.zeros(4)}, storage_writer=FileSystemWriter(tmp_path), no_dist=True)
+    dcp_save({"a": torch.ones(4), "b": torch.zeros(4)}, FileSystemWriter(tmp_path))
     doc = cm.decode((tmp_path / ".metadata").read_bytes())
     a, b = sorted(doc["tensors"], key=lambda entry: entry["fqn"])
     for field in ("chunk_files", "chunk_byte_offsets", "chunk_byte_lengths", "chunk_crcs"):
@@ -194,7 +193,7 @@ def test_two_chunks_on_one_byte_range_are_refused(tmp_path: Path) -> None:
     (tmp_path / ".metadata").write_bytes(cm.encode(doc))
     state = {"a": torch.zeros(4), "b": torch.zeros(4)}
     with pytest.raises(CheckpointException) as raised:  # DCP wraps a rank's failure
-        dcp.load(state, storage_reader=FileSystemReader(tmp_path), no_dist=True)
+        dcp_load(state, FileSystemReader(tmp_path))
     error = raised.value.failures[0]
     error = error[0] if isinstance(error, tuple) else error
     assert isinstance(error, InvalidValueError) and "overlaps" in str(error), repr(error)

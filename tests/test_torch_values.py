@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from dcp_features import ZStandard, needs_zstandard
 from inert.codecs import checkpoint_shard as cs
 
 import inert.torch
@@ -240,9 +241,8 @@ def test_verify_and_inspect_need_no_registration(tmp_path: Path, registered: Non
     assert "inert: verify: OK: 2 files, 3 records" in out and "  sched  value  ObjectValue" in out
 
 
+@needs_zstandard
 def test_typed_values_in_compressed_records(tmp_path: Path) -> None:
-    from torch.distributed.checkpoint._extension import ZStandard
-
     state = training_state()
     save({"loader": state}, tmp_path, _extensions=[ZStandard()])
     target = {"loader": empty_like(state)}

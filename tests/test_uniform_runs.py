@@ -70,6 +70,7 @@ def test_every_damaged_byte_of_a_run_gets_the_interpreters_answer() -> None:
 def test_short_arrays_are_read_element_by_element(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
     run = shm_samples_meta._run_ArraySample
+    monkeypatch.setattr(shm_samples_meta, "_ACCEL", None)  # the Python reader's paths, not the accelerator's
     monkeypatch.setattr(
         shm_samples_meta, "_run_ArraySample", lambda buf, off, count, ctx: calls.append(count) or run(buf, off, count, ctx)
     )

@@ -129,11 +129,12 @@ def _cmd_encode(args: argparse.Namespace) -> int:
 def _cmd_gen(args: argparse.Namespace) -> int:
     try:
         import inert.spec  # noqa: F401  (first: without the extra, its error names it)
-        from inert.gen import c, python
+        from inert.gen import c, c_writer, python
     except ImportError as exc:
         raise _Usage(str(exc)) from None
     written = python.run(check=args.check)
-    return c.run(check=args.check) or written
+    readers = c.run(check=args.check)
+    return c_writer.run(check=args.check) or readers or written
 
 
 def _cmd_conformance(args: argparse.Namespace) -> int:

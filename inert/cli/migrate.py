@@ -313,7 +313,8 @@ def _save(state: dict[str, Any], nested: bool, dst: str, progress: Progress) -> 
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
 
-    from inert.torch import TORCH_VERSION, FileSystemWriter
+    from inert.torch import FileSystemWriter
+    from inert.torch._compat import no_dist_options
 
     class Planner(DefaultSavePlanner):
         def resolve_data(self, write_item: Any) -> Any:
@@ -322,7 +323,7 @@ def _save(state: dict[str, Any], nested: bool, dst: str, progress: Progress) -> 
                 progress.advance(data.numel() * data.element_size())
             return data
 
-    options: dict[str, Any] = {} if TORCH_VERSION < (2, 5) else {"no_dist": True}
+    options = no_dist_options(dcp.save)  # 2.2 saves in one process only with no_dist=True, 2.3 and 2.4 infer it
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", "torch.distributed is disabled")

@@ -9,10 +9,10 @@ written once by hand; this module writes the per-format readers, the CRC-32
 table and the registry ``c/inert_formats.{h,c}`` that the conformance testee and
 the fuzz targets dispatch through.
 
-Rules the grammar declares as expressions (``Rule``) become C.  Rules that
-exist only as Python functions (``Validate`` naming ``inert._checks``) cannot:
-each generated source lists them in its header as not checked, and
-:func:`missing_rules` names them all.
+The declared rules checked on a record (``SpecRule.on``) become C through the rule language
+(:mod:`inert.spec._rule_expr`, compiled by :mod:`inert.gen.c_rules`); the grammar's own ``Rule``
+expressions of a record without declared rules too.  A rule held only as a Python function is
+listed in its source's header as not checked, and :func:`missing_rules` names them all.
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ from typing import Any
 from construct.expr import BinExpr, UniExpr
 from construct.expr import Path as ExprPath
 
+from inert.gen.c_rules import CField, StepCompiler
 from inert.gen.emitter import LineEmitter
-from inert.spec import FORMATS
+from inert.spec import FORMATS, _rule_expr
 from inert.spec._grammar import (
     Array,
     Bool8,
@@ -132,6 +133,13 @@ class _Module:
         self.functions: list[str] = []
         self.prototypes: list[str] = []
         self.unchecked: list[str] = []
+        #: The declared rules checked on each record (by typename), and the names their checks may use.
+        self.rules = _rule_expr.record_rules(fmt)
+        self.constants = _rule_expr.constants(sys.modules[f"inert.spec.{fmt.module_name}"])
+        #: Static tables the rules' statements use (name -> C definition).
+        self.tables: dict[str, str] = {}
+        #: The columns the rules read, (record typename, field) -> slot in ``r->columns``.
+        self.slots = _rule_expr.columns(fmt)
 
     def reader(self, con: Record | Union) -> str:
         if id(con) not in self.names:
@@ -207,7 +215,7 @@ class _Emitter(LineEmitter):
         start = self.fresh("start")
         self.emit(ind, f"size_t {start} = *off;")
         self.emit(ind, f"(void){start};")
-        fields: dict[str, tuple[str, bool]] = {}  # name -> (local, signed) for the rules
+        fields: dict[str, CField] = {}  # what the rules may read
         for name, sub in con.fields:
             wrap = f"inert_within(r, {_c_string(name)})"
             if isinstance(sub, Padding):
@@ -219,11 +227,22 @@ class _Emitter(LineEmitter):
                 self.emit(ind, f"uint32_t {crc};")
                 self.emit(ind, f"if (inert_read_crc32(r, off, {start}, &{crc})) return {wrap};")
                 self.visit(ind, f"uint64(r->user, {crc})")
-                fields[name] = (crc, False)
+                fields[name] = CField("num", crc)
                 continue
-            held = self.value(sub, wrap, ind)
+            slot = self.mod.slots.get((con.typename, name))
+            per_element = slot is not None and isinstance(sub, Array) and not isinstance(sub.element, Scalar)
+            held = self.value(sub, wrap, ind, slot if per_element else None)
+            if slot is not None and not per_element:
+                assert held is not None, f"{con.typename}.{name}: a column of a field the C reader keeps nothing of"
+                self.push(ind, slot, held, wrap)
+            if per_element and slot is not None:
+                held = _column(slot, sub.element)
             if held is not None:
                 fields[name] = held
+        if con.typename in self.mod.rules:
+            # The declared rules state every check of the record (a test holds them to the Python checks).
+            self.rules(con, fields, start, ind)
+            return
         for check in con.checks:
             name = _check_name(check)
             expr = getattr(check, "expr", None)
@@ -237,6 +256,9 @@ class _Emitter(LineEmitter):
             except Untranslatable as exc:
                 self.mod.unchecked.append(f"{con.typename}: {name} ({exc})")
                 self.emit(ind, f"/* not checked: {name} ({exc}) */")
+                held = getattr(getattr(check, "check", None), "__name__", None)
+                if expr is None and held:  # a visitor that can run the Python function (the accelerator) is asked
+                    self.emit(ind, f"if (inert_held_rule(r, {_c_string(held)}, {start})) return -1;")
                 continue
             reason = getattr(check, "reason", None) or getattr(check, "sentence", None) or name
             self.emit(ind, f"if (!({test}))")
@@ -245,9 +267,50 @@ class _Emitter(LineEmitter):
                 f"return inert_fail(r, {kind}, {start}, {_c_string(check.field)}, \"%s\", {_c_string(reason)});",
             )
 
-    def value(self, sub: Any, wrap: str, ind: int) -> tuple[str, bool] | None:
-        """Read one value of ``sub`` and report it; on a fault return ``wrap``.  The local holding a
-        fixed-size value, and whether it is signed, for the record's rules."""
+    def rules(self, con: Record, fields: dict[str, CField], start: str, ind: int) -> None:
+        """The steps of the rules declared on ``con``, in declaration order: the first that fails is the fault."""
+        names: dict[str, Any] = {**self.mod.constants, **_rule_expr.tag_members(con)}
+        columns = {}  # ARRAY.field -> its column
+        for name, sub in con.fields:
+            if isinstance(sub, Array) and isinstance(sub.element, Record):
+                for element_name, element in sub.element.fields:
+                    slot = self.mod.slots.get((sub.element.typename, element_name))
+                    if slot is not None:
+                        columns[f"{name}.{element_name}"] = _column(slot, element)
+        compiler = StepCompiler({**fields, **columns}, names, self.mod.fmt.params, self.mod.tables, self.fresh)
+        body: list[str] = []
+        for rule, steps in self.mod.rules[con.typename]:
+            kind = _KINDS[rule.kind]
+            reason = _c_string(f"{rule.id}: {rule.sentence}")
+            if not steps:  # a named check held only in Python
+                self.mod.unchecked.append(f"{con.typename}: {rule.id} ({rule.check.split(' ', 1)[0]}: held only in Python)")
+                body.append("    " * ind + f"/* not checked: {rule.id} (held only in Python) */")
+            for step in steps:
+                if "[i]" in step.field:  # the indexes of the failing elements, filled in (@INDEXES@)
+                    field = self.fresh("field")
+                    pattern = _c_string(step.field.replace("%", "%%").replace("[i]", "[%llu]"))
+                    size = len(step.field) + 24 * step.field.count("[i]")
+                    fail = (f"char {field}[{size}]; snprintf({field}, sizeof {field}, {pattern}@INDEXES@); "
+                            f"return inert_fail(r, {kind}, {start}, {field}, \"%s\", {reason});")
+                else:
+                    fail = f"return inert_fail(r, {kind}, {start}, {_c_string(step.field)}, \"%s\", {reason});"
+                body.append("    " * ind + f"/* {rule.id} */")
+                body.extend(compiler.step(step, ind, fail))
+        for code, name in compiler.hoisted.items():
+            self.emit(ind, f"uint64_t {name} = {code};")
+        self.lines.extend(body)
+
+    def push(self, ind: int, slot: int, held: CField, wrap: str) -> None:
+        """Append what the rules read of a field to its column."""
+        if held.kind in ("str", "bytes", "arr"):
+            item = f"{held.ptr}, (uint64_t){held.length}"
+        else:
+            item = f"NULL, (uint64_t){held.value}"
+        self.emit(ind, f"if (inert_column_push(r, &r->columns[{slot}], {item})) return {wrap};")
+
+    def value(self, sub: Any, wrap: str, ind: int, slot: int | None = None) -> CField | None:
+        """Read one value of ``sub`` and report it; on a fault return ``wrap``.  What the record's rules may
+        read of it (:class:`CField`), or None.  ``slot``: an array whose every element goes to that column."""
         if isinstance(sub, (Record, Union)):
             self.emit(ind, f"if ({self.mod.reader(sub)}(r, off, depth)) return {wrap};")
             return None
@@ -270,13 +333,13 @@ class _Emitter(LineEmitter):
             self.emit(ind, f"{ctype} {local};")
             self.emit(ind, f"if ({fn}(r, off, {sub.size}, &{local})) return {wrap};")
             self.visit(ind, f"{event}(r->user, {local})")
-            return local, signed
+            return CField("num", local, signed=signed)
         if isinstance(sub, Bool8):
             local = self.fresh("b")
             self.emit(ind, f"int {local};")
             self.emit(ind, f"if (inert_read_bool(r, off, &{local})) return {wrap};")
             self.visit(ind, f"boolean(r->user, {local})")
-            return local, True
+            return CField("num", local, signed=True)
         if isinstance(sub, Tag):
             local, at, name = self.fresh("t"), self.fresh("at"), self.fresh("name")
             enum_name = sub.enum_cls.__name__
@@ -292,14 +355,14 @@ class _Emitter(LineEmitter):
             self.emit(ind + 1, f"return {wrap};")
             self.emit(ind, "}")
             self.visit(ind, f"tag(r->user, {_c_string(enum_name)}, {name}, (int64_t){local})")
-            return local, False
+            return CField("tag", local, enum=sub.enum_cls)
         if isinstance(sub, Utf8):
             text, size = self.fresh("s"), self.fresh("n")
             self.emit(ind, f"const uint8_t *{text};")
             self.emit(ind, f"size_t {size};")
             self.emit(ind, f"if (inert_read_text(r, off, {sub.prefix.size}, {sub.max_len}u, &{text}, &{size})) return {wrap};")
             self.visit(ind, f"text(r->user, {text}, {size})")
-            return None
+            return CField("str", ptr=text, length=size)
         if isinstance(sub, Bytes):
             data, size = self.fresh("d"), self.fresh("n")
             self.emit(ind, f"const uint8_t *{data};")
@@ -310,7 +373,7 @@ class _Emitter(LineEmitter):
                 f"return {wrap};",
             )
             self.visit(ind, f"bytes(r->user, {data}, {size})")
-            return None
+            return CField("bytes", ptr=data, length=size)
         if isinstance(sub, MsgPack):
             call = f"inert_read_msgpack(r, off, {sub.prefix.size}, {sub.max_len}ull, {sub.max_depth})"
             self.emit(ind, f"if ({call}) return {wrap};")
@@ -362,13 +425,21 @@ class _Emitter(LineEmitter):
                     self.emit(ind + 2, f"r->v->uint64(r->user, inert_load_le({at}, {element.size}));")
                 self.emit(ind + 1, "}")
                 self.emit(ind, "}")
+                start = self.fresh("p")
+                self.emit(ind, f"const uint8_t *{start} = r->buf + *off;")
+                self.emit(ind, f"(void){start};")
                 self.emit(ind, f"*off += (size_t){count} * {element.size};")
+                self.visit(ind, "end_array(r->user)")
+                return CField("arr", ptr=start, length=count, width=element.size, signed=element.low < 0)
             else:
                 self.emit(ind, f"for (uint64_t {index} = 0; {index} < {count}; {index}++) {{")
-                self.value(element, f"(inert_within_index(r, {index}), {wrap})", ind + 1)
+                item = self.value(element, f"(inert_within_index(r, {index}), {wrap})", ind + 1)
+                if slot is not None:
+                    assert item is not None, "a column of elements the C reader keeps nothing of"
+                    self.push(ind + 1, slot, item, f"(inert_within_index(r, {index}), {wrap})")
                 self.emit(ind, "}")
             self.visit(ind, "end_array(r->user)")
-            return None
+            return CField("list", length=count)  # the rules may take its length
         # An element the C emitter does not know yet (the grammar grew): the reader says so at run time,
         # and the source lists it, rather than ``inert gen`` failing for every format.
         what = type(sub).__name__
@@ -378,7 +449,20 @@ class _Emitter(LineEmitter):
         return None
 
 
-def _expr(expr: Any, fields: dict[str, tuple[str, bool]]) -> str:
+def _column(slot: int, element: Any) -> CField:
+    """The column ``slot`` of values of ``element``: strings, numbers or arrays of numbers."""
+    if isinstance(element, Utf8):
+        elem, width = "str", 0
+    elif isinstance(element, (Scalar, Tag)):
+        elem, width = "num", 0
+    elif isinstance(element, Array) and isinstance(element.element, Scalar):
+        elem, width = "arr", int(element.element.size)
+    else:
+        raise Untranslatable(f"a column of {type(element).__name__}")
+    return CField("col", ptr=f"(&r->columns[{slot}])", length=f"r->columns[{slot}].count", width=width, elem=elem)
+
+
+def _expr(expr: Any, fields: dict[str, CField]) -> str:
     """A rule's Construct expression as C: comparisons of exact (128-bit) sums of fields and constants."""
     if isinstance(expr, BinExpr):
         if expr.op in _LOGIC:
@@ -391,7 +475,7 @@ def _expr(expr: Any, fields: dict[str, tuple[str, bool]]) -> str:
     raise Untranslatable(f"{type(expr).__name__} is not a condition")
 
 
-def _num(expr: Any, fields: dict[str, tuple[str, bool]]) -> str:
+def _num(expr: Any, fields: dict[str, CField]) -> str:
     if isinstance(expr, bool):
         raise Untranslatable("a boolean constant in arithmetic")
     if isinstance(expr, int):
@@ -402,10 +486,10 @@ def _num(expr: Any, fields: dict[str, tuple[str, bool]]) -> str:
         raise Untranslatable(f"the constant {expr} is beyond 64 bits")
     if isinstance(expr, ExprPath):
         name = expr._Path__field
-        if expr._Path__parent is None or name not in fields:
+        if expr._Path__parent is None or name not in fields or fields[name].kind != "num":
             raise Untranslatable(f"{expr!r} names no fixed-size field read before the rule")
-        local, signed = fields[name]
-        return f"inert_i128_from_{'i' if signed else 'u'}64({local})"
+        field = fields[name]
+        return f"inert_i128_from_{'i' if field.signed else 'u'}64({field.value})"
     if isinstance(expr, BinExpr) and expr.op in _ARITH:
         return f"{_ARITH[expr.op]}({_num(expr.lhs, fields)}, {_num(expr.rhs, fields)})"
     if isinstance(expr, UniExpr) and expr.op is operator.neg:
@@ -469,13 +553,15 @@ def generate(fmt: Format) -> tuple[str, str]:
         title = "\n *\n * Not checked (rules held only as Python functions, or expressions the C emitter cannot translate):\n"
         banner = banner[: -len(" */\n")] + title + listed + " */\n"
     source = [banner]
-    source.append(f"#include \"inert_{fmt.module_name}.h\"\n\n#include <string.h>\n\n")
+    source.append(f"#include \"inert_{fmt.module_name}.h\"\n\n#include <stdio.h>\n#include <string.h>\n\n")
     for enum_name in sorted(mod.enums):
         cases = "".join(f"        case {int(m)}: return {_c_string(m.name)};\n" for m in mod.enums[enum_name])
         source.append(
             f"static const char *name_{enum_name}(uint64_t value) {{\n    switch (value) {{\n{cases}"
             "        default: return NULL;\n    }\n}\n\n"
         )
+    if mod.tables:
+        source.append("\n".join(mod.tables[name] for name in sorted(mod.tables)) + "\n\n")
     source.append("\n".join(mod.prototypes) + "\n\n")
     source.append("\n\n".join(mod.functions) + "\n")
     name = _c_string(fmt.name)
@@ -490,6 +576,19 @@ def generate(fmt: Format) -> tuple[str, str]:
                 f"    if (inert_read_file_header(&r, &off, {_c_string(fmt.magic)}, {len(fmt.magic)}, versions, "
                 f"{len(fmt.versions)}, version, &version)) return -1;\n"
             )
+        if mod.slots:  # the columns the rules read, freed on every path
+            source.append(f"    inert_column columns[{len(mod.slots)}];\n    int failed;\n")
+            source.append("    memset(columns, 0, sizeof columns);\n    r.columns = columns;\n")
+            source.append("    switch (version) {\n")
+            for v, reader in table.items():
+                source.append(f"        case {v}: failed = {reader}(&r, &off, 0); break;\n")
+            source.append(
+                "        default: failed = inert_fail(&r, INERT_VERSION, 0, \"\", "
+                f"\"version %u is not one of {versions}\", version);\n"
+            )
+            source.append("    }\n    if (!failed) failed = inert_check_end(&r, off);\n")
+            source.append(f"    inert_columns_free(columns, {len(mod.slots)});\n    return failed ? -1 : 0;\n}}\n")
+            continue
         source.append("    switch (version) {\n")
         for v, reader in table.items():
             source.append(f"        case {v}: if ({reader}(&r, &off, 0)) return -1; break;\n")
@@ -521,6 +620,34 @@ def _crc32_table() -> str:
         + "/* Slicing-by-sixteen tables of the CRC-32 that zlib.crc32 computes. */\n"
         "#ifndef INERT_CRC32_TABLE_H\n#define INERT_CRC32_TABLE_H\n\n#include <stdint.h>\n\n"
         "static const uint32_t inert_crc32_table[16][256] = {\n" + ",\n".join(rows) + "\n};\n\n#endif\n"
+    )
+
+
+def _value_types_header() -> str:
+    """The tables of the typed extensions of value documents (inert/_value_types.py) for c/inert_msgpack.c."""
+    from inert import _value_types as vt
+    from inert._checks import _DTYPE_NAMES, CHECKPOINT_ITEMSIZES
+
+    count = len(_DTYPE_NAMES)
+    names = ", ".join(["NULL", *(_c_string(n) for n in _DTYPE_NAMES)])
+    sizes = ", ".join(["0", *(str(CHECKPOINT_ITEMSIZES[n]) for n in _DTYPE_NAMES)])
+    in_array = ", ".join(["0", *("1" if n in vt.ARRAY_DTYPES else "0" for n in _DTYPE_NAMES)])
+    top = max(vt.TYPED_CODES)
+    typed = ", ".join(_c_string(vt.TYPED_CODES.get(code, "")) for code in range(top + 1))
+    return (
+        _generated_banner("inert/_value_types.py and the DType of spec/checkpoint_shard.py", None)
+        + "/* The typed extensions of value documents: their names and limits, and the DType tables. */\n"
+        "#ifndef INERT_VALUE_TYPES_H\n#define INERT_VALUE_TYPES_H\n\n#include <stddef.h>\n#include <stdint.h>\n\n"
+        f"#define INERT_DTYPE_COUNT {count}\n#define INERT_DTYPE_BOOL {_DTYPE_NAMES.index('BOOL') + 1}\n"
+        f"#define INERT_TYPED_MAX_NDIM {vt.MAX_NDIM}u\n#define INERT_TYPED_MAX_DEVICE_TYPE {vt.MAX_DEVICE_TYPE}u\n"
+        f"#define INERT_TYPED_MAX_DEVICE_INDEX {vt.MAX_DEVICE_INDEX}u\n"
+        f"#define INERT_TYPED_MAX_OBJECT_NAME {vt.MAX_OBJECT_NAME}u\n\n"
+        "/* By extension code: the name its faults give. */\n"
+        f"static const char *const inert_typed_names[{top + 1}] = {{{typed}}};\n"
+        f"/* By DType value: its name, its itemsize, whether numpy has it (an array's or array scalar's dtype). */\n"
+        f"static const char *const inert_dtype_names[{count + 1}] = {{{names}}};\n"
+        f"static const uint8_t inert_dtype_itemsize[{count + 1}] = {{{sizes}}};\n"
+        f"static const uint8_t inert_dtype_in_array[{count + 1}] = {{{in_array}}};\n\n#endif\n"
     )
 
 
@@ -571,7 +698,7 @@ def _registry() -> tuple[str, str]:
 
 def outputs() -> dict[Path, str]:
     """Every file of ``c/`` that ``inert gen`` writes, with its text."""
-    files = {C_DIR / "inert_crc32_table.h": _crc32_table()}
+    files = {C_DIR / "inert_crc32_table.h": _crc32_table(), C_DIR / "inert_value_types.h": _value_types_header()}
     for fmt in FORMATS.values():
         header, source = generate(fmt)
         files[C_DIR / f"inert_{fmt.module_name}.h"] = header

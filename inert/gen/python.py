@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from inert.gen import c_python
 from inert.gen.emitter import LineEmitter
 from inert.gen.runs import RULE_FIELD_RE, RUN_MIN, eligible, quick_test, run_function
 from inert.spec import FORMATS
@@ -75,7 +76,7 @@ def _code(sub: Any) -> str:
 def _spec_hash(fmt: Format) -> str:
     """Hash of everything a module is generated from: the spec module, the grammar, the generator."""
     digest = hashlib.sha256()
-    for module in (_spec_module(fmt), "inert.spec._grammar", __name__):
+    for module in (_spec_module(fmt), "inert.spec._grammar", __name__, c_python.__name__):
         digest.update(inspect.getsource(sys.modules[module]).encode())
     return digest.hexdigest()[:16]
 
@@ -824,12 +825,12 @@ _FOOTER = '''
 
 _READERS = {readers}
 _WRITERS = {writers}
-
+{accel_setup}
 
 def decode(data: Buffer, *, version: int = LATEST{param_sig}) -> Any:
     """Decode one ``{name}`` value; raise an ``InertError`` subclass on any fault."""
     buf = data if data.__class__ is bytes else private_bytes(data)
-    reader = {latest_reader} if version == LATEST else for_version(FORMAT, _READERS, version)
+{accel_call}    reader = {latest_reader} if version == LATEST else for_version(FORMAT, _READERS, version)
     value, off = reader(buf, 0, 0, {ctx})
     if off != len(buf):
         raise TrailingBytesError(FORMAT, off, "", f"{{len(buf) - off}} bytes after the end of the value")
@@ -852,7 +853,7 @@ _WRITERS = {writers}
 MAGIC = {magic!r}
 HEADER_SIZE = {header_size}
 MAX_SIZE = {max_size}
-
+{accel_setup}
 
 def decode(data: Buffer, *, version: int | None = None, max_size: int = MAX_SIZE{param_sig}) -> Any:
     """Decode one ``{name}`` file; raise an ``InertError`` subclass on any fault.
@@ -861,7 +862,7 @@ def decode(data: Buffer, *, version: int | None = None, max_size: int = MAX_SIZE
     requires.  ``max_size`` may lower the limit on the input's size, not raise it.
     """
     buf = as_buffer(data)
-    limit = min(max_size, MAX_SIZE)
+{accel_call}    limit = min(max_size, MAX_SIZE)
     if len(buf) > limit:
         raise LimitError(FORMAT, 0, "", f"input of {{len(buf)}} bytes exceeds max_size({{limit}})")
     version = read_file_header(FORMAT, buf, MAGIC, VERSIONS, version)
@@ -987,6 +988,8 @@ def generate(fmt: Format) -> str:
         readers=readers, writers=writers, name=fmt.name, param_sig=param_sig, ctx=ctx,
         magic=fmt.magic, header_size=fmt.header_size, max_size=fmt.size_limit,
         latest_reader=mod.readers[id(fmt.versions[fmt.latest])],
+        accel_setup=c_python.setup_line(fmt, sorted(mod.enums)),
+        accel_call=c_python.call_lines(fmt, ctx),
     ))
     for part, versions in fmt.parts.items():
         parts.append(
@@ -1002,6 +1005,8 @@ def generate(fmt: Format) -> str:
             )
         )
     text = "".join(parts)
+    if c_python.accelerated(fmt):
+        text = text.replace("\n    as_bool,\n", "\n    accelerator,\n    as_bool,\n", 1)
     if _uses_file_elements(fmt):
         text = text.replace("\nfrom inert import _checks\n", _FILE_IMPORTS + "from inert import _checks\n", 1)
     return text.replace("\n\n\n\n", "\n\n\n")

@@ -1,0 +1,766 @@
+/*
+ * inert._accel: the CPython accelerator of the generated codecs (written once, by hand; generic over
+ * the formats: each reader is the generated C reader of c/, found in the registry by its name).
+ *
+ * A Decoder turns the events of a generated C reader (c/inert_runtime.h, inert_visitor) into the
+ * Python values the generated Python codec's `decode` returns: records and unions as dicts with the
+ * keys in declaration order (a union's tag first, an enum member of the codec's own enum class),
+ * arrays as lists, optional fields as None, text as str, value documents as msgpack and the codec
+ * build them (dict, list, str, bytes, tuple, set, frozenset, complex, bytearray).
+ *
+ * It only ever returns a value the Python reader would return.  Where the C reader refuses the input,
+ * or the value holds something this builder does not make (a typed extension of a value document),
+ * decode returns None and the codec reads the input again in Python: the error raised is the Python
+ * reader's own (kind, offset, field, reason).  Rules the grammar holds only as Python functions are
+ * run on the record just built (the visitor's held_rule), first their quick test (`accept`), then,
+ * when it fails, the rule itself.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <string.h>
+
+#include "inert_formats.h"
+#include "inert_runtime.h"
+#include "inert_writers.h"
+
+/* Records nest 64 deep at most and value documents 256: each level is one or two frames. */
+#define MAX_FRAMES 1024
+/* Inputs above this size are built with the garbage collector paused: the values hold no cycles, and a
+ * collection while a few hundred containers are made costs a tenth of the build. */
+#define GC_PAUSE_SIZE 1024
+/* Pointer-keyed caches (field names, enum members, rules): a power of two. */
+#define CACHE_SLOTS 256
+/* Short strings kept by content (at most TEXT_CACHED bytes), one per slot: a power of two. */
+#define TEXT_SLOTS 64
+#define TEXT_CACHED 32
+
+enum { F_OBJECT, F_LIST, F_MAP, F_EXT };
+
+typedef struct {
+    int kind;
+    inert_ext ext;       /* F_EXT: what the list becomes */
+    PyObject *obj;       /* the dict or list being built (owned) */
+    PyObject *key;       /* F_OBJECT: the field's name (borrowed from the cache); F_MAP: the key read (owned) */
+    const char *first;   /* F_OBJECT: the first field's name (its dict is made when that field comes) */
+    Py_ssize_t index;    /* F_LIST: the next element */
+    Py_ssize_t count;
+} frame;
+
+typedef struct {
+    const void *key;
+    int64_t value;
+    PyObject *obj;   /* owned */
+    Py_ssize_t size; /* sizes: the fields of the record whose first field is `key` */
+} slot;
+
+/* A dict sized for `n` items: CPython's own presizing (what BUILD_MAP uses), else a plain one. */
+static PyObject *sized_dict(Py_ssize_t n) {
+#if !defined(Py_LIMITED_API) && PY_VERSION_HEX < 0x030D0000 /* private since 3.13 */
+    if (n > 5) return _PyDict_NewPresized(n);
+#endif
+    (void)n;
+    return PyDict_New();
+}
+
+typedef struct build build;
+
+typedef struct {
+    PyObject_HEAD
+    const inert_format_entry *entry;
+    build *spare; /* the state of a read, kept between calls (NULL while one is running) */
+    PyObject *enums; /* enum name -> {int: member} (the codec's tables) */
+    PyObject *rules; /* rule name -> (accept or None, check) */
+    slot names[CACHE_SLOTS];
+    slot members[CACHE_SLOTS];
+    slot held[CACHE_SLOTS];
+    slot sizes[CACHE_SLOTS]; /* a record's field count by its first field: its dict is made that size */
+    PyObject *texts[TEXT_SLOTS]; /* short strings that repeat through a value (a batch's dtypes), by content */
+} Decoder;
+
+struct build {
+    Decoder *d;
+    PyObject *ctx;
+    PyObject *result;
+    int failed; /* a Python error, or a value this builder does not make: the codec reads again */
+    int top;
+    frame stack[MAX_FRAMES];
+};
+
+/* The context's keys, interned once. */
+static PyObject *key_chunk_size, *key_verify_checksums;
+
+/* -- caches keyed by a pointer into the generated readers' constant strings -- */
+
+static slot *lookup(slot *table, const void *key, int64_t value) {
+    uintptr_t h = ((uintptr_t)key >> 3) ^ ((uintptr_t)value * 0x9E3779B1u);
+    for (size_t probe = 0; probe < CACHE_SLOTS; probe++) {
+        slot *s = &table[(h + probe) & (CACHE_SLOTS - 1)];
+        if (!s->key || (s->key == key && s->value == value)) return s;
+    }
+    return NULL; /* full: the caller does without the cache */
+}
+
+static void clear_table(slot *table) {
+    for (size_t k = 0; k < CACHE_SLOTS; k++) Py_CLEAR(table[k].obj);
+}
+
+/* The interned str of a field name (borrowed), or NULL with an error. */
+static PyObject *name_of(build *b, const char *name) {
+    slot *s = lookup(b->d->names, name, 0);
+    if (!s) return NULL; /* more field names than the cache holds: the Python reader reads it */
+    if (s->key) return s->obj;
+    PyObject *text = PyUnicode_InternFromString(name);
+    if (!text) return NULL;
+    s->key = name, s->value = 0, s->obj = text;
+    return text;
+}
+
+/* -- the stack of containers being built -- */
+
+static void fail(build *b) { b->failed = 1; }
+
+/* Put `value` (a new reference, stolen) where the open container expects it. */
+static void add(build *b, PyObject *value) {
+    if (!value) {
+        fail(b);
+        return;
+    }
+    if (b->failed) {
+        Py_DECREF(value);
+        return;
+    }
+    if (b->top == 0) {
+        Py_XSETREF(b->result, value);
+        return;
+    }
+    frame *f = &b->stack[b->top - 1];
+    switch (f->kind) {
+    case F_OBJECT:
+        if (!f->key || PyDict_SetItem(f->obj, f->key, value)) fail(b);
+        f->key = NULL;
+        Py_DECREF(value);
+        return;
+    case F_LIST:
+        if (f->index >= f->count) {
+            Py_DECREF(value);
+            fail(b);
+            return;
+        }
+        PyList_SET_ITEM(f->obj, f->index++, value);
+        return;
+    case F_MAP:
+        if (!f->key) {
+            f->key = value;
+            return;
+        }
+        if (PyDict_SetItem(f->obj, f->key, value)) fail(b);
+        Py_CLEAR(f->key);
+        Py_DECREF(value);
+        return;
+    default: /* F_EXT */
+        if (PyList_Append(f->obj, value)) fail(b);
+        Py_DECREF(value);
+        return;
+    }
+}
+
+static void push(build *b, int kind, PyObject *obj, Py_ssize_t count, inert_ext ext) {
+    if (!obj && kind != F_OBJECT) {
+        fail(b);
+        return;
+    }
+    if (b->failed || b->top >= MAX_FRAMES) {
+        Py_XDECREF(obj);
+        fail(b);
+        return;
+    }
+    frame *f = &b->stack[b->top++];
+    f->kind = kind, f->ext = ext, f->obj = obj, f->key = NULL, f->first = NULL, f->index = 0, f->count = count;
+}
+
+/* Close the open container of `kind` and add it to its parent. */
+static void pop(build *b, int kind) {
+    if (b->failed) return;
+    if (b->top == 0 || b->stack[b->top - 1].kind != kind) {
+        fail(b);
+        return;
+    }
+    frame *f = &b->stack[--b->top];
+    if (kind == F_OBJECT && !f->obj && !(f->obj = PyDict_New())) {
+        fail(b);
+        return;
+    }
+    if (kind == F_OBJECT && f->first) { /* the next record of this kind gets a dict of this size */
+        slot *s = lookup(b->d->sizes, f->first, 0);
+        if (s) s->key = f->first, s->size = PyDict_GET_SIZE(f->obj);
+    }
+    PyObject *obj = f->obj;
+    f->obj = NULL;
+    if (kind == F_LIST && f->index != f->count) {
+        Py_DECREF(obj);
+        fail(b);
+        return;
+    }
+    if (kind == F_MAP && f->key) { /* a key without its value */
+        Py_CLEAR(f->key);
+        Py_DECREF(obj);
+        fail(b);
+        return;
+    }
+    if (kind == F_EXT) {
+        PyObject *list = obj;
+        obj = f->ext == INERT_EXT_TUPLE ? PyList_AsTuple(list) : f->ext == INERT_EXT_SET ? PySet_New(list) : PyFrozenSet_New(list);
+        Py_DECREF(list);
+    }
+    add(b, obj);
+}
+
+static void unwind(build *b) {
+    while (b->top > 0) {
+        frame *f = &b->stack[--b->top];
+        Py_CLEAR(f->obj);
+        if (f->kind == F_MAP) Py_CLEAR(f->key);
+    }
+    Py_CLEAR(b->result);
+}
+
+/* -- the visitor -- */
+
+static void on_begin_object(void *user) { push(user, F_OBJECT, NULL, 0, 0); }
+static void on_end_object(void *user) { pop(user, F_OBJECT); }
+
+static void on_field(void *user, const char *name) {
+    build *b = user;
+    if (b->failed) return;
+    if (b->top == 0 || b->stack[b->top - 1].kind != F_OBJECT) {
+        fail(b);
+        return;
+    }
+    frame *f = &b->stack[b->top - 1];
+    if (!f->obj) {
+        slot *s = lookup(b->d->sizes, name, 0);
+        f->first = name;
+        if (!(f->obj = sized_dict(s && s->key ? s->size : 0))) {
+            fail(b);
+            return;
+        }
+    }
+    PyObject *key = name_of(b, name);
+    if (!key) fail(b);
+    f->key = key;
+}
+
+static void on_begin_array(void *user, uint64_t count) {
+    /* The reader has checked the count against the bytes present (at least one per element). */
+    if (count > (uint64_t)PY_SSIZE_T_MAX / sizeof(PyObject *)) {
+        fail(user);
+        return;
+    }
+    push(user, F_LIST, PyList_New((Py_ssize_t)count), (Py_ssize_t)count, 0);
+}
+static void on_end_array(void *user) { pop(user, F_LIST); }
+static void on_null(void *user) { add(user, Py_NewRef(Py_None)); }
+static void on_boolean(void *user, int value) { add(user, PyBool_FromLong(value)); }
+static void on_int64(void *user, int64_t value) { add(user, PyLong_FromLongLong(value)); }
+static void on_uint64(void *user, uint64_t value) { add(user, PyLong_FromUnsignedLongLong(value)); }
+static void on_float64(void *user, double value) { add(user, PyFloat_FromDouble(value)); }
+
+static void on_text(void *user, const uint8_t *utf8, size_t len) {
+    build *b = user;
+    if (b->failed || len > TEXT_CACHED) {
+        add(b, PyUnicode_DecodeUTF8((const char *)utf8, (Py_ssize_t)len, "strict"));
+        return;
+    }
+    uint32_t h = 2166136261u; /* FNV-1a: which slot; the slot's string is compared byte for byte */
+    for (size_t k = 0; k < len; k++) h = (h ^ utf8[k]) * 16777619u;
+    PyObject **s = &b->d->texts[h & (TEXT_SLOTS - 1)];
+    if (*s) {
+        Py_ssize_t have;
+        const char *text = PyUnicode_AsUTF8AndSize(*s, &have);
+        if (text && (size_t)have == len && memcmp(text, utf8, len) == 0) {
+            add(b, Py_NewRef(*s));
+            return;
+        }
+        PyErr_Clear();
+    }
+    PyObject *text = PyUnicode_DecodeUTF8((const char *)utf8, (Py_ssize_t)len, "strict");
+    if (text) Py_XSETREF(*s, Py_NewRef(text));
+    add(b, text);
+}
+
+static void on_bytes(void *user, const uint8_t *data, size_t len) {
+    add(user, PyBytes_FromStringAndSize((const char *)data, (Py_ssize_t)len));
+}
+
+static void on_tag(void *user, const char *enum_name, const char *member, int64_t value) {
+    build *b = user;
+    (void)member;
+    if (b->failed) return;
+    slot *s = lookup(b->d->members, enum_name, value);
+    if (s && s->key) {
+        add(b, Py_NewRef(s->obj));
+        return;
+    }
+    PyObject *table = PyDict_GetItemString(b->d->enums, enum_name); /* borrowed */
+    PyObject *number = PyLong_FromLongLong(value);
+    PyObject *found = table && number ? PyDict_GetItemWithError(table, number) : NULL; /* borrowed */
+    Py_XDECREF(number);
+    if (!found) {
+        fail(b);
+        return;
+    }
+    if (s) s->key = enum_name, s->value = value, s->obj = Py_NewRef(found);
+    add(b, Py_NewRef(found));
+}
+
+static void on_begin_map(void *user, uint64_t count) {
+    (void)count;
+    push(user, F_MAP, PyDict_New(), 0, 0);
+}
+static void on_end_map(void *user) { pop(user, F_MAP); }
+
+static void on_begin_ext(void *user, inert_ext kind, uint64_t count) {
+    (void)count;
+    if (kind != INERT_EXT_TUPLE && kind != INERT_EXT_SET && kind != INERT_EXT_FROZENSET) {
+        fail(user); /* a typed extension (numpy, torch, registered objects): the Python reader builds it */
+        return;
+    }
+    push(user, F_EXT, PyList_New(0), 0, kind);
+}
+static void on_end_ext(void *user) { pop(user, F_EXT); }
+static void on_complex(void *user, double real, double imag) { add(user, PyComplex_FromDoubles(real, imag)); }
+
+static void on_bytearray(void *user, const uint8_t *data, size_t len) {
+    add(user, PyByteArray_FromStringAndSize((const char *)data, (Py_ssize_t)len));
+}
+
+/* The rule's (accept, check) pair (borrowed), or NULL. */
+static PyObject *rule_of(build *b, const char *rule) {
+    slot *s = lookup(b->d->held, rule, 0);
+    if (s && s->key) return s->obj;
+    PyObject *pair = PyDict_GetItemString(b->d->rules, rule); /* borrowed */
+    if (!pair || !PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) return NULL;
+    if (s) s->key = rule, s->value = 0, s->obj = Py_NewRef(pair);
+    return pair;
+}
+
+static int on_held_rule(void *user, const char *rule, uint64_t start) {
+    build *b = user;
+    (void)start;
+    if (b->failed) return 1;
+    if (b->top == 0 || b->stack[b->top - 1].kind != F_OBJECT) {
+        fail(b);
+        return 1;
+    }
+    frame *f = &b->stack[b->top - 1];
+    if (!f->obj && !(f->obj = PyDict_New())) {
+        fail(b);
+        return 1;
+    }
+    PyObject *pair = rule_of(b, rule);
+    if (!pair) { /* a rule the codec did not give: the Python reader decides */
+        fail(b);
+        return 1;
+    }
+    PyObject *args[2] = {b->stack[b->top - 1].obj, b->ctx};
+    PyObject *accept = PyTuple_GET_ITEM(pair, 0);
+    if (accept != Py_None) {
+        PyObject *quick = PyObject_Vectorcall(accept, args, 2, NULL);
+        int ok = quick ? PyObject_IsTrue(quick) : -1;
+        Py_XDECREF(quick);
+        if (ok == 1) return 0;
+        if (ok < 0) {
+            PyErr_Clear(); /* the quick test raised: the rule itself decides */
+        }
+    }
+    PyObject *fault = PyObject_Vectorcall(PyTuple_GET_ITEM(pair, 1), args, 2, NULL);
+    if (!fault) {
+        fail(b);
+        return 1;
+    }
+    int refused = fault != Py_None;
+    Py_DECREF(fault);
+    return refused; /* refused: the codec reads again for the error */
+}
+
+static const inert_visitor builder = {
+    on_begin_object, on_end_object, on_field, on_begin_array, on_end_array, on_null, on_boolean,
+    on_int64, on_uint64, on_float64, on_text, on_bytes, on_tag, on_begin_map, on_end_map,
+    on_begin_ext, on_end_ext, on_complex, on_bytearray, on_held_rule,
+};
+
+/* -- the Decoder type -- */
+
+static int unsigned_arg(PyObject *obj, uint64_t *out) {
+    if (!PyLong_CheckExact(obj)) return -1;
+    unsigned long long v = PyLong_AsUnsignedLongLong(obj);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* decode(buf, version, ctx, max_size=None): the value, or None where the Python reader must decide. */
+static PyObject *Decoder_decode(Decoder *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 3 || nargs > 4 || !PyDict_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "decode(buf, version, ctx, max_size=None)");
+        return NULL;
+    }
+    inert_params params;
+    memset(&params, 0, sizeof params);
+    uint64_t number;
+    unsigned version = 0;
+    if (args[1] == Py_None) {
+        if (!self->entry->whole_file) Py_RETURN_NONE;
+    } else {
+        if (unsigned_arg(args[1], &number) || number == 0 || number > 0xffff) Py_RETURN_NONE;
+        version = (unsigned)number;
+    }
+    PyObject *ctx = args[2];
+    PyObject *chunk = PyDict_GetItemWithError(ctx, key_chunk_size); /* borrowed */
+    if (chunk && chunk != Py_None) {
+        if (unsigned_arg(chunk, &params.chunk_size)) Py_RETURN_NONE;
+        params.has_chunk_size = 1;
+    }
+    PyObject *verify = PyDict_GetItemWithError(ctx, key_verify_checksums);
+    if (PyErr_Occurred()) return NULL;
+    params.skip_checksums = verify == Py_False;
+    if (nargs == 4 && args[3] != Py_None) {
+        if (unsigned_arg(args[3], &params.max_size)) Py_RETURN_NONE;
+        params.has_max_size = 1;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE)) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    /* The spare state, unless a read of this decoder is running (a rule's Python code may read too). */
+    build *b = self->spare ? self->spare : PyMem_Malloc(sizeof *b);
+    if (!b) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    int spare = b == self->spare;
+    self->spare = NULL;
+    b->d = self, b->ctx = ctx, b->result = NULL, b->failed = 0, b->top = 0;
+    int paused = view.len > GC_PAUSE_SIZE && PyGC_Disable();
+    inert_error err;
+    int status = self->entry->decode(view.buf, (size_t)view.len, version, &params, &builder, b, &err);
+    if (paused) PyGC_Enable();
+    PyBuffer_Release(&view);
+    PyObject *value = NULL;
+    if (status == 0 && !b->failed && b->top == 0 && b->result) {
+        value = b->result;
+        b->result = NULL;
+    }
+    unwind(b);
+    if (spare) self->spare = b;
+    else PyMem_Free(b);
+    /* A Python error while building (no memory, a rule that raised): the Python reader reads again and
+     * meets it, or answers. */
+    if (PyErr_Occurred()) {
+        Py_CLEAR(value);
+        PyErr_Clear();
+    }
+    if (!value) Py_RETURN_NONE;
+    return value;
+}
+
+static PyMethodDef Decoder_methods[] = {
+    {"decode", (PyCFunction)(void (*)(void))Decoder_decode, METH_FASTCALL,
+     "decode(buf, version, ctx, max_size=None): the value the Python codec returns, or None where it must read again."},
+    {NULL, NULL, 0, NULL},
+};
+
+static int Decoder_init(Decoder *self, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"format", "enums", "rules", NULL};
+    const char *name;
+    PyObject *enums, *rules;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sO!O!", keywords, &name, &PyDict_Type, &enums, &PyDict_Type, &rules))
+        return -1;
+    self->entry = inert_format(name);
+    if (!self->entry) {
+        PyErr_Format(PyExc_ValueError, "no C reader of the format %s", name);
+        return -1;
+    }
+    if (!self->spare && !(self->spare = PyMem_Malloc(sizeof *self->spare))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_XSETREF(self->enums, Py_NewRef(enums));
+    Py_XSETREF(self->rules, Py_NewRef(rules));
+    return 0;
+}
+
+static int Decoder_traverse(Decoder *self, visitproc visit, void *arg) {
+    Py_VISIT(self->enums);
+    Py_VISIT(self->rules);
+    for (size_t k = 0; k < CACHE_SLOTS; k++) {
+        Py_VISIT(self->members[k].obj);
+        Py_VISIT(self->held[k].obj);
+    }
+    return 0;
+}
+
+static int Decoder_clear(Decoder *self) {
+    Py_CLEAR(self->enums);
+    Py_CLEAR(self->rules);
+    clear_table(self->names);
+    clear_table(self->members);
+    clear_table(self->held);
+    memset(self->names, 0, sizeof self->names);
+    memset(self->members, 0, sizeof self->members);
+    memset(self->held, 0, sizeof self->held);
+    memset(self->sizes, 0, sizeof self->sizes);
+    for (size_t k = 0; k < TEXT_SLOTS; k++) Py_CLEAR(self->texts[k]);
+    return 0;
+}
+
+static void Decoder_dealloc(Decoder *self) {
+    PyObject_GC_UnTrack(self);
+    Decoder_clear(self);
+    PyMem_Free(self->spare);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject DecoderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "inert._accel.Decoder",
+    .tp_basicsize = sizeof(Decoder),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Decoder(format, enums, rules): a generated C reader building the generated Python codec's values.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Decoder_init,
+    .tp_dealloc = (destructor)Decoder_dealloc,
+    .tp_traverse = (traverseproc)Decoder_traverse,
+    .tp_clear = (inquiry)Decoder_clear,
+    .tp_methods = Decoder_methods,
+};
+
+static PyObject *formats(PyObject *module, PyObject *unused) {
+    (void)module, (void)unused;
+    PyObject *out = PyList_New(0);
+    for (size_t k = 0; out && k < inert_format_count; k++) {
+        PyObject *name = PyUnicode_FromString(inert_formats[k].name);
+        if (!name || PyList_Append(out, name)) Py_CLEAR(out);
+        Py_XDECREF(name);
+    }
+    return out;
+}
+
+/* -- the generated C writers, for the tests that compare them with the Python encoders -- */
+
+typedef struct {
+    void **blocks;
+    size_t nblocks, capblocks;
+    Py_buffer *views;
+    size_t nviews, capviews;
+} arena;
+
+static void *arena_alloc(arena *a, size_t count, size_t size) {
+    if (a->nblocks == a->capblocks) {
+        size_t cap = a->capblocks ? 2 * a->capblocks : 64;
+        void **grown = PyMem_Realloc(a->blocks, cap * sizeof *grown);
+        if (!grown) return NULL;
+        a->blocks = grown, a->capblocks = cap;
+    }
+    void *p = PyMem_Calloc(count ? count : 1, size);
+    if (p) a->blocks[a->nblocks++] = p;
+    return p;
+}
+
+static void arena_free(arena *a) {
+    for (size_t k = 0; k < a->nblocks; k++) PyMem_Free(a->blocks[k]);
+    for (size_t k = 0; k < a->nviews; k++) PyBuffer_Release(&a->views[k]);
+    PyMem_Free(a->blocks);
+    PyMem_Free(a->views);
+}
+
+/* Whether every key of the dict is a str without NUL (an object of named members). */
+static int names_only(PyObject *dict) {
+    Py_ssize_t pos = 0, len;
+    PyObject *key, *item;
+    while (PyDict_Next(dict, &pos, &key, &item)) {
+        const char *name = PyUnicode_Check(key) ? PyUnicode_AsUTF8AndSize(key, &len) : NULL;
+        if (!name) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (strlen(name) != (size_t)len) return 0;
+    }
+    return 1;
+}
+
+/* `obj` as a value tree (its strings and bytes stay `obj`'s), or -1 with a Python error. */
+static int tree_of(arena *a, PyObject *obj, inert_value *out, int depth) {
+    if (depth > 300) {
+        PyErr_SetString(PyExc_ValueError, "value nested too deep");
+        return -1;
+    }
+    if (obj == Py_None) {
+        out->kind = INERT_VALUE_NULL;
+    } else if (PyBool_Check(obj)) {
+        out->kind = INERT_VALUE_BOOL, out->boolean = obj == Py_True;
+    } else if (PyLong_Check(obj)) {
+        int overflow;
+        long long i = PyLong_AsLongLongAndOverflow(obj, &overflow);
+        if (i == -1 && PyErr_Occurred()) return -1;
+        if (!overflow) {
+            out->kind = INERT_VALUE_INT, out->i = i;
+        } else {
+            unsigned long long u = PyLong_AsUnsignedLongLong(obj);
+            if (u == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+            out->kind = INERT_VALUE_UINT, out->u = u;
+        }
+    } else if (PyFloat_Check(obj)) {
+        out->kind = INERT_VALUE_FLOAT, out->f = PyFloat_AS_DOUBLE(obj);
+    } else if (PyUnicode_Check(obj)) {
+        Py_ssize_t len;
+        const char *text = PyUnicode_AsUTF8AndSize(obj, &len);
+        if (!text) return -1;
+        out->kind = INERT_VALUE_TEXT, out->data = (const uint8_t *)text, out->len = (size_t)len;
+    } else if (PyComplex_CheckExact(obj)) {
+        out->kind = INERT_VALUE_COMPLEX, out->f = PyComplex_RealAsDouble(obj), out->imag = PyComplex_ImagAsDouble(obj);
+    } else if (PyByteArray_CheckExact(obj)) {
+        out->kind = INERT_VALUE_BYTEARRAY, out->data = (const uint8_t *)PyByteArray_AS_STRING(obj);
+        out->len = (size_t)PyByteArray_GET_SIZE(obj);
+    } else if (PyAnySet_CheckExact(obj)) {
+        Py_ssize_t n = PySet_GET_SIZE(obj), k = 0;
+        inert_value *items = arena_alloc(a, (size_t)n, sizeof *items);
+        PyObject *iter = items ? PyObject_GetIter(obj) : NULL, *member;
+        if (!iter) return (items ? -1 : (PyErr_NoMemory(), -1));
+        while (k < n && (member = PyIter_Next(iter))) { /* the set holds its members: borrowed from here on */
+            int fault = tree_of(a, member, &items[k++], depth + 1);
+            Py_DECREF(member);
+            if (fault) break;
+        }
+        Py_DECREF(iter);
+        if (PyErr_Occurred()) return -1;
+        out->kind = PyFrozenSet_CheckExact(obj) ? INERT_VALUE_FROZENSET : INERT_VALUE_SET, out->items = items, out->count = (size_t)k;
+    } else if (PyBytes_Check(obj)) {
+        out->kind = INERT_VALUE_BYTES, out->data = (const uint8_t *)PyBytes_AS_STRING(obj), out->len = (size_t)PyBytes_GET_SIZE(obj);
+    } else if (PyObject_CheckBuffer(obj)) {
+        if (a->nviews == a->capviews) {
+            size_t cap = a->capviews ? 2 * a->capviews : 8;
+            Py_buffer *grown = PyMem_Realloc(a->views, cap * sizeof *grown);
+            if (!grown) return (PyErr_NoMemory(), -1);
+            a->views = grown, a->capviews = cap;
+        }
+        if (PyObject_GetBuffer(obj, &a->views[a->nviews], PyBUF_SIMPLE)) return -1;
+        Py_buffer *view = &a->views[a->nviews++];
+        out->kind = INERT_VALUE_BYTES, out->data = view->buf, out->len = (size_t)view->len;
+    } else if (PyList_Check(obj) || PyTuple_Check(obj)) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+        inert_value *items = arena_alloc(a, (size_t)n, sizeof *items);
+        if (!items) return (PyErr_NoMemory(), -1);
+        for (Py_ssize_t k = 0; k < n; k++)
+            if (tree_of(a, PySequence_Fast_GET_ITEM(obj, k), &items[k], depth + 1)) return -1;
+        out->kind = PyTuple_Check(obj) ? INERT_VALUE_TUPLE : INERT_VALUE_LIST, out->items = items, out->count = (size_t)n;
+    } else if (PyDict_Check(obj) && !names_only(obj)) { /* a value document's map with bytes keys */
+        Py_ssize_t n = PyDict_GET_SIZE(obj), pos = 0, k = 0;
+        PyObject *key, *item;
+        inert_value *items = arena_alloc(a, 2 * (size_t)n, sizeof *items);
+        if (!items) return (PyErr_NoMemory(), -1);
+        while (PyDict_Next(obj, &pos, &key, &item)) {
+            if (tree_of(a, key, &items[2 * k], depth + 1) || tree_of(a, item, &items[2 * k + 1], depth + 1)) return -1;
+            k++;
+        }
+        out->kind = INERT_VALUE_MAP, out->items = items, out->count = (size_t)k;
+    } else if (PyDict_Check(obj)) {
+        inert_member *members = arena_alloc(a, (size_t)PyDict_GET_SIZE(obj), sizeof *members);
+        if (!members) return (PyErr_NoMemory(), -1);
+        Py_ssize_t pos = 0, k = 0;
+        PyObject *key, *item;
+        while (PyDict_Next(obj, &pos, &key, &item)) {
+            if (!PyUnicode_Check(key)) {
+                PyErr_SetString(PyExc_TypeError, "object keys must be str");
+                return -1;
+            }
+            if (!(members[k].name = PyUnicode_AsUTF8(key)) || tree_of(a, item, &members[k].value, depth + 1)) return -1;
+            k++;
+        }
+        out->kind = INERT_VALUE_OBJECT, out->members = members, out->count = (size_t)k;
+    } else {
+        PyErr_Format(PyExc_TypeError, "no value tree for %s", Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    return 0;
+}
+
+static const char *write_kind_name(inert_write_kind kind) {
+    return kind == INERT_WRITE_TYPE ? "write-type" : kind == INERT_WRITE_VALUE ? "write-value" : "unsupported";
+}
+
+/* encode(name, value, version): the generated C writer's bytes, or ValueError(kind, field, reason). */
+static PyObject *encode(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 3 || !PyUnicode_Check(args[0]) || !PyLong_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "encode(name, value, version)");
+        return NULL;
+    }
+    const inert_writer_entry *entry = inert_writer_of(PyUnicode_AsUTF8(args[0]));
+    if (!entry) return PyErr_Format(PyExc_LookupError, "no C writer of %U", args[0]);
+    unsigned long version = PyLong_AsUnsignedLong(args[2]);
+    if (PyErr_Occurred()) return NULL;
+    arena a = {0};
+    inert_value tree;
+    memset(&tree, 0, sizeof tree);
+    PyObject *out = NULL;
+    inert_write_error err;
+    size_t need = 0;
+    if (tree_of(&a, args[1], &tree, 0)) goto done;
+    if (entry->encode(&tree, (unsigned)version, NULL, 0, &need, &err) == 0) {
+        if (!(out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)need))) goto done;
+        size_t wrote = 0;
+        if (entry->encode(&tree, (unsigned)version, (uint8_t *)PyBytes_AS_STRING(out), need, &wrote, &err) == 0 && wrote == need)
+            goto done;
+        Py_CLEAR(out);
+    }
+    PyObject *fault = Py_BuildValue("(sss)", write_kind_name(err.kind), err.field, err.reason);
+    if (fault) PyErr_SetObject(PyExc_ValueError, fault);
+    Py_XDECREF(fault);
+done:
+    arena_free(&a);
+    return out;
+}
+
+static PyObject *writers(PyObject *module, PyObject *unused) {
+    (void)module, (void)unused;
+    PyObject *out = PyList_New(0);
+    for (size_t k = 0; out && k < inert_writer_count; k++) {
+        PyObject *name = PyUnicode_FromString(inert_writers[k].name);
+        if (!name || PyList_Append(out, name)) Py_CLEAR(out);
+        Py_XDECREF(name);
+    }
+    return out;
+}
+
+static PyMethodDef module_methods[] = {
+    {"formats", formats, METH_NOARGS, "The names of the C readers built in."},
+    {"writers", writers, METH_NOARGS, "The names of the C writers built in."},
+    {"encode", (PyCFunction)(void (*)(void))encode, METH_FASTCALL,
+     "encode(name, value, version): the generated C writer's encoding of value (ValueError(kind, field, reason) if refused)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "inert._accel", "The CPython accelerator of Inert's generated codecs.", -1, module_methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__accel(void) {
+    if (PyType_Ready(&DecoderType) < 0) return NULL;
+    key_chunk_size = PyUnicode_InternFromString("chunk_size");
+    key_verify_checksums = PyUnicode_InternFromString("verify_checksums");
+    if (!key_chunk_size || !key_verify_checksums) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    if (PyModule_AddObjectRef(m, "Decoder", (PyObject *)&DecoderType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

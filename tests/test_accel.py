@@ -1,0 +1,262 @@
+"""The CPython accelerator (``inert._accel``) against the pure-Python codecs: the same values and errors.
+
+The accelerator is built by ``pip install`` (setup.py) or ``python setup.py build_ext --inplace``;
+CI builds it (.ci/run), and these tests fail, not skip, without it.  The pure-Python reading of a
+codec is the same module with its accelerator unbound (``_ACCEL = None``, what
+``INERT_PURE_PYTHON=1`` gives at import).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import msgpack
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from inert.codecs import MODULES
+from inert.conformance._corpus import Vector, load_corpus
+
+from inert import _accel  # noqa: F401  (fails here, not later, when the extension is not built)
+from inert._canonical import to_json
+from inert._errors import InertError
+from inert.gen.c_python import ACCELERATED
+
+ROOT = Path(__file__).resolve().parent.parent
+VECTORS = [v for v in load_corpus(formats=sorted(ACCELERATED)) if v.value is None]
+
+
+def _codec(fmt: str) -> ModuleType:
+    module = __import__(f"inert.codecs.{MODULES[fmt]}", fromlist=["decode"])
+    assert module._ACCEL is not None, f"{fmt}: the codec is not bound to the accelerator"
+    return module
+
+
+def _outcome(module: ModuleType, vector: Vector, data: bytes) -> tuple[Any, ...]:
+    kwargs = dict(vector.params)
+    if not hasattr(module, "MAGIC"):
+        kwargs["version"] = vector.version
+    try:
+        return ("value", module.decode(data, **kwargs))
+    except InertError as exc:
+        return ("error", type(exc), exc.format, exc.offset, exc.field, str(exc))
+
+
+def _both(vector: Vector, data: bytes) -> tuple[tuple[Any, ...], tuple[Any, ...], bool]:
+    """(accelerated outcome, pure-Python outcome, whether the C reader built the value itself)."""
+    module = _codec(vector.format)
+    accel = module._ACCEL
+    answers: list[bool] = []
+
+    def spy(*args: Any) -> Any:
+        value = accel(*args)
+        answers.append(value is not None)
+        return value
+
+    module._ACCEL = spy
+    try:
+        fast = _outcome(module, vector, data)
+        module._ACCEL = None
+        slow = _outcome(module, vector, data)
+    finally:
+        module._ACCEL = accel
+    return fast, slow, answers == [True]
+
+
+def same(a: Any, b: Any, path: str = "") -> None:
+    """``a`` and ``b`` equal with the same types throughout, dict keys in the same order, NaN equal to NaN."""
+    assert type(a) is type(b), f"{path}: {type(a).__name__} != {type(b).__name__}"
+    if isinstance(a, dict):
+        assert list(a) == list(b), f"{path}: keys {list(a)} != {list(b)}"
+        for key in a:
+            same(a[key], b[key], f"{path}[{key!r}]")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), f"{path}: {len(a)} != {len(b)} items"
+        for k, (x, y) in enumerate(zip(a, b, strict=True)):
+            same(x, y, f"{path}[{k}]")
+    elif isinstance(a, float) and math.isnan(a):
+        assert math.isnan(b), path
+    elif isinstance(a, complex):
+        same(a.real, b.real, path + ".real")
+        same(a.imag, b.imag, path + ".imag")
+    elif isinstance(a, (type(None), bool, int, float, str, bytes, bytearray, memoryview, enum.Enum)):
+        assert a == b, f"{path}: {a!r} != {b!r}"
+    else:  # a typed value (BytesIO, numpy, torch): by its canonical spelling
+        assert to_json(a) == to_json(b), f"{path}: {a!r} != {b!r}"
+
+
+def _agree(vector: Vector, data: bytes) -> bool:
+    fast, slow, built = _both(vector, data)
+    assert fast[0] == slow[0], f"{vector.test_name}: accelerated {fast[0]}, pure Python {slow}"
+    if fast[0] == "value":
+        same(fast[1], slow[1])
+    else:
+        assert fast == slow, vector.test_name
+    return built
+
+
+#: The canonical JSON spellings of the typed value-document extensions (inert/_canonical.py).
+_TYPED = ("bytesio", "array", "arrayscalar", "torch.", "object")
+
+
+def test_the_accelerated_formats_are_bound() -> None:
+    for fmt in ACCELERATED:
+        _codec(fmt)
+
+
+@pytest.mark.parametrize("fmt", sorted(ACCELERATED))
+def test_accelerated_and_pure_python_agree_on_every_corpus_vector(fmt: str) -> None:
+    vectors = [v for v in VECTORS if v.format == fmt]
+    accepted = built = typed = 0
+    for vector in vectors:
+        if _agree(vector, vector.data):
+            built += 1
+        slow = _both(vector, vector.data)[1]
+        accepted += slow[0] == "value"
+        typed += slow[0] == "value" and any(f'"${name}' in to_json(slow[1]) for name in _TYPED)
+    assert vectors and accepted
+    # The C reader builds every value itself (not the fallback) but those with typed extensions in a
+    # value document (codes 6-12), which the Python reader builds.
+    assert built == accepted - typed, f"{fmt}: the accelerator built {built} of {accepted} accepted values ({typed} typed)"
+
+
+def test_inputs_other_than_bytes_are_copied_and_read_alike() -> None:
+    for vector in VECTORS[:200]:
+        for data in (bytearray(vector.data), memoryview(vector.data)):
+            _agree(vector, data)  # type: ignore[arg-type]
+
+
+def _mutate(data: bytes, edits: list[tuple[int, int, int]]) -> bytes:
+    out = bytearray(data)
+    for kind, where, byte in edits:
+        if not out:
+            break
+        at = where % len(out)
+        if kind == 0:
+            out[at] = byte
+        elif kind == 1:
+            out[at] ^= 1 << (byte % 8)
+        elif kind == 2:
+            del out[at:]
+        else:
+            out.insert(at, byte)
+    return bytes(out)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(VECTORS),
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 1 << 20), st.integers(0, 255)), min_size=1, max_size=4),
+)
+def test_accelerated_and_pure_python_agree_on_damaged_corpus_inputs(vector: Vector, edits: list[tuple[int, int, int]]) -> None:
+    _agree(vector, _mutate(vector.data, edits))
+
+
+def _run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in os.environ.items() if k != "INERT_PURE_PYTHON"} | env
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full, timeout=120)
+
+
+def test_inert_pure_python_keeps_the_codecs_in_python() -> None:
+    code = (
+        "from inert.codecs import shm_message as m, checkpoint_metadata as c\n"
+        "print(m._ACCEL is None, c._ACCEL is None)\n"
+        "v = {'type': 2, 'worker_id': 1, 'context_i': 0, 'scheduled_i': 3, 'minibatch_i': 4, 'meta': None,"
+        " 'exception': {'kind': 0}, 'traceback': None}\n"
+        "print(m.decode(m.encode(v))['scheduled_i'])\n"
+    )
+    assert _run(code, INERT_PURE_PYTHON="1").stdout.split() == ["True", "True", "3"]
+    assert _run(code).stdout.split() == ["False", "False", "3"]
+    assert _run(code, INERT_PURE_PYTHON="0").stdout.split() == ["False", "False", "3"]
+
+
+def _clean_copy(dest: Path) -> Path:
+    """The project's tracked and generated files, without anything built."""
+    skip = shutil.ignore_patterns(".git", "build", "dist", "*.so", "__pycache__", "*.egg-info", ".hypothesis", ".*_cache")
+    shutil.copytree(ROOT, dest, ignore=skip)
+    return dest
+
+
+@pytest.mark.parametrize("cc", ["false", ""])
+def test_a_clean_copy_installs_with_or_without_a_compiler(tmp_path: Path, cc: str) -> None:
+    source = _clean_copy(tmp_path / "src")
+    env = {k: v for k, v in os.environ.items() if k not in ("CC", "INERT_PURE_PYTHON")}
+    if cc:
+        env["CC"] = cc  # no compiler: every compile fails
+    wheels = tmp_path / "wheels"
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(source)],
+        capture_output=True, text=True, env=env, timeout=600,
+    )
+    assert build.returncode == 0, build.stderr[-3000:]
+    (wheel,) = wheels.glob("inert-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert any(n.startswith("inert/_accel.") and n.endswith(".so") for n in names) == (not cc), names
+    target = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
+        check=True, capture_output=True, env=env, timeout=300,
+    )
+    code = (
+        "import inert.codecs.shm_samples_meta as m\n"
+        f"assert m.__file__.startswith({str(target)!r}), m.__file__\n"
+        "v = {'samples': [{'kind': 0, 'offset': 0, 'nbytes': 12, 'dtype': '<f4', 'shape': [3]}]}\n"
+        "print(m._ACCEL is not None, m.decode(m.encode(v))['samples'][0]['shape'])\n"
+    )
+    # -S: no site-packages .pth files, so this checkout's editable install cannot lend its own
+    # extension; msgpack's directory is on the path for msgpack alone.
+    path = os.pathsep.join([str(target), str(Path(msgpack.__file__).parent.parent)])
+    run = subprocess.run(
+        [sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=120,
+        env=env | {"PYTHONPATH": path}, cwd=tmp_path,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.split() == [str(not cc), "[3]"]
+
+
+_SANITIZED_RUN = """
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("inert._accel", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+sys.modules["inert._accel"] = module  # the codecs bind this build
+import pytest
+selected = "corpus or other_than_bytes or damaged or accept_vector or random_values or refuse"
+sys.exit(pytest.main([*sys.argv[2:], "-q", "-x", "-p", "no:cacheprovider", "-k", selected]))
+"""
+
+
+def test_the_accelerator_agrees_under_address_and_undefined_behaviour_sanitizers(tmp_path: Path) -> None:
+    """The comparisons above, and the C writers' (tests/test_c_writers.py), again with the extension built with
+    ASan and UBSan (every fault fatal)."""
+    compiler = shutil.which("gcc")
+    assert compiler, "the accelerator's tests need gcc"
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    built = tmp_path / f"_accel{suffix}"
+    sources = [str(p) for p in sorted((ROOT / "c").glob("inert_*.c"))] + [str(ROOT / "c" / "python" / "inert_accel.c")]
+    subprocess.run(
+        [compiler, "-shared", "-fPIC", "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
+         f"-I{ROOT / 'c'}", f"-I{sysconfig.get_paths()['include']}", "-o", str(built), *sources],
+        check=True, timeout=600,
+    )
+    runtimes = [subprocess.run([compiler, f"-print-file-name={lib}"], capture_output=True, text=True, check=True).stdout.strip()
+                for lib in ("libasan.so", "libubsan.so")]
+    script = tmp_path / "run.py"
+    script.write_text(_SANITIZED_RUN)
+    env = {k: v for k, v in os.environ.items() if k != "INERT_PURE_PYTHON"}
+    env |= {"LD_PRELOAD": " ".join(runtimes), "ASAN_OPTIONS": "detect_leaks=0", "UBSAN_OPTIONS": "print_stacktrace=1"}
+    writers = str(Path(__file__).with_name("test_c_writers.py"))  # the generated C writers too
+    run = subprocess.run([sys.executable, str(script), str(built), __file__, writers], capture_output=True, text=True,
+                         env=env, timeout=900, cwd=ROOT)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert " passed" in run.stdout and "failed" not in run.stdout, run.stdout[-2000:]
