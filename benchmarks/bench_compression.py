@@ -11,8 +11,14 @@ plus ``param_groups``.  Both write with ``sync_files=False`` (fsync measures the
 read from a warm page cache; Inert verifies every CRC-32.  Both compress at zstd's default
 level 3 with the same ``zstandard`` module.
 
+``--record-mib N`` adds one N MiB tensor that compresses well (a mostly-zero buffer), the
+case where inflating a record whole would cost its full size on top of its destination.
+
 Printed: bytes on disk (data files and metadata), the best of ``--repeat`` save and load
-times, and ratios (DCP over Inert: above 1 favours Inert).  Runs take turns.
+times, the load's peak resident memory above what the process held before it (the state
+and the blank destinations are already resident: this is the reader's own memory; Linux's
+VmHWM, reset through ``/proc/self/clear_refs`` before each load; the largest of the runs),
+and ratios (DCP over Inert: above 1 favours Inert).  Runs take turns.
 """
 
 from __future__ import annotations
@@ -82,12 +88,37 @@ def timed(fn: Callable[[], None]) -> float:
     return time.perf_counter() - start
 
 
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as status:
+        line = next(line for line in status if line.startswith(field + ":"))
+    return int(line.split()[1])
+
+
+def peak_over(fn: Callable[[], None]) -> tuple[float, int]:
+    """``fn``'s time and the peak resident bytes it added to what the process held when it began."""
+    before = _status_kib("VmRSS")
+    with open("/proc/self/clear_refs", "w") as clear:  # 5: reset the peak (VmHWM) to the current RSS
+        clear.write("5")
+    seconds = timed(fn)
+    return seconds, max(0, _status_kib("VmHWM") - before) << 10
+
+
+def _ratio(theirs: int, ours: int) -> str:
+    """A ratio of peaks, or what it cannot be when Inert's stayed under a page-cache-noise MiB."""
+    return f"{theirs / ours:.2f}x" if ours >= 1 << 20 else f"n/a (Inert's under 1 MiB, DCP's {theirs / 2**20:.1f} MiB)"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mib", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--record-mib", type=int, default=0, help="add one tensor of this many MiB that compresses well")
     args = parser.parse_args()
     state = make_state(args.mib)
+    if args.record_mib:
+        big = torch.zeros((args.record_mib << 20) // 4)
+        big[:: 4096] = 1.0  # mostly zeros: deflates to a small fraction
+        state["model"]["big_buffer"] = big
     writers: dict[str, Callable[[Path], Any]] = {
         "dcp zstd": lambda p: dcp.FileSystemWriter(p, sync_files=False, _extensions=[ZStandard()]),
         "inert zstd": lambda p: inert.torch.FileSystemWriter(p, sync_files=False, _extensions=[ZStandard()]),
@@ -101,6 +132,7 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="bench-compression-"))
     saves: dict[str, list[float]] = {name: [] for name in writers}
     loads: dict[str, list[float]] = {name: [] for name in writers}
+    peaks: dict[str, list[int]] = {name: [] for name in writers}
     sizes: dict[str, int] = {}
     try:
         for _ in range(args.repeat):
@@ -110,7 +142,9 @@ def main() -> None:
                 saves[name].append(timed(partial(dcp.save, state, storage_writer=writer(path), no_dist=True)))
                 sizes[name] = size_of(path)
                 into = blank(state)
-                loads[name].append(timed(partial(dcp.load, into, storage_reader=readers[name](path), no_dist=True)))
+                seconds, peak = peak_over(partial(dcp.load, into, storage_reader=readers[name](path), no_dist=True))
+                loads[name].append(seconds)
+                peaks[name].append(peak)
                 assert torch.equal(into["model"]["layer0.weight"], state["model"]["layer0.weight"])
                 assert torch.equal(into["optim"]["layer7"]["exp_avg_sq"], state["optim"]["layer7"]["exp_avg_sq"])
     finally:
@@ -118,13 +152,15 @@ def main() -> None:
     raw = sizes["inert plain"]
     print(f"state: {raw / 2**20:.1f} MiB uncompressed (Inert's files), {args.repeat} runs each, best times; "
           f"torch {torch.__version__}")
-    print(f"{'':12} {'bytes':>12} {'of plain':>9} {'save s':>8} {'load s':>8}")
+    print(f"{'':12} {'bytes':>12} {'of plain':>9} {'save s':>8} {'load s':>8} {'load peak RSS MiB':>18}")
     for name in writers:
-        print(f"{name:12} {sizes[name]:>12,} {sizes[name] / raw:>8.1%} {min(saves[name]):>8.3f} {min(loads[name]):>8.3f}")
+        print(f"{name:12} {sizes[name]:>12,} {sizes[name] / raw:>8.1%} {min(saves[name]):>8.3f} {min(loads[name]):>8.3f}"
+              f" {max(peaks[name]) / 2**20:>18.1f}")
     for kind in ("zstd", "plain"):
         d, i = f"dcp {kind}", f"inert {kind}"
         print(f"{kind}: size dcp/inert {sizes[d] / sizes[i]:.3f}x, save dcp/inert {min(saves[d]) / min(saves[i]):.2f}x, "
-              f"load dcp/inert {min(loads[d]) / min(loads[i]):.2f}x  (above 1 favours Inert)")
+              f"load dcp/inert {min(loads[d]) / min(loads[i]):.2f}x, load peak RSS dcp/inert "
+              f"{_ratio(max(peaks[d]), max(peaks[i]))}  (above 1 favours Inert)")
 
 
 if __name__ == "__main__":

@@ -54,6 +54,7 @@ TARGETS: dict[str, Target] = {name: Target(name, "decode.py", (name,), (name,)) 
 TARGETS["differential"] = Target("differential", "differential.py", (), tuple(FORMATS))
 TARGETS["structured"] = Target("structured", "structured.py", (), ())
 TARGETS["mutator"] = Target("mutator", "mutator.py", (), tuple(FORMATS))
+TARGETS["zstd-body"] = Target("zstd-body", "zstd_body.py", (), ())
 
 
 def seeds(target: Target) -> list[bytes]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from inert._errors import InvalidValueError, LimitError
 
-__all__ = ["LEVEL", "deflate", "inflate", "zstd_module"]
+__all__ = ["LEVEL", "MAX_WINDOW", "Inflation", "deflate", "frame_size", "inflate", "zstd_module"]
 
 FORMAT = "checkpoint-shard"
 #: zstd's default level, the one DCP's ``ZStandard`` extension uses.
@@ -45,34 +45,115 @@ def deflate(parts: list[Any]) -> bytes:
     return b"".join(out)
 
 
-def inflate(body: dict[str, Any], offset: int, field: str, *, expected: int | None = None, limit: int) -> bytes:
-    """The bytes a ``ZSTD`` body's frame inflates to, exactly ``inflated_length`` of them.
+#: zstd's block size limit: a block's content is at most 128 KiB.
+_BLOCK_MAX = 128 << 10
+#: The largest window a frame may ask of the decoder: libzstd's own default limit (2**27), stated
+#: here so that the memory inflating costs beyond its destination is bounded by this, whatever the frame.
+MAX_WINDOW = 1 << 27
+#: Output asked of the decoder per call when inflating into a destination.
+_STEP = 1 << 20
 
-    ``expected``: the length the reader knows the body must have (a tensor's header and bytes);
-    ``limit``: the most it accepts otherwise.  Both are checked, and the frame's declared
-    content size, before anything is inflated.  Errors name ``offset`` (the record's) and ``field``.
-    """
-    length = body["inflated_length"]
-    if expected is not None and length != expected:
-        raise InvalidValueError(FORMAT, offset, f"{field}.inflated_length",
-                                f"{length} bytes declared, the metadata's dtype and shape give {expected}")
-    if length > limit:
-        raise LimitError(FORMAT, offset, f"{field}.inflated_length", f"{length} exceeds the limit of {limit} bytes")
+
+def frame_size(data: Any, offset: int, field: str) -> int:
+    """The length of the zstd frame at the start of ``data``, from its header and block headers alone
+    (RFC 8878 3.1.1): a frame cut short is refused here, before anything is inflated."""
     zstandard = zstd_module()
-    data = body["data"]
+    view = memoryview(data).cast("B")
     try:
-        params = zstandard.get_frame_parameters(data)
+        pos = zstandard.frame_header_size(view)
     except zstandard.ZstdError as exc:
         raise InvalidValueError(FORMAT, offset, f"{field}.data", f"not a zstd frame: {exc}") from None
-    if params.content_size != length:
-        found = "no content size" if params.content_size == zstandard.CONTENTSIZE_UNKNOWN else params.content_size
-        raise InvalidValueError(FORMAT, offset, f"{field}.data", f"the frame declares {found}, the record {length} bytes")
-    if params.dict_id:
-        raise InvalidValueError(FORMAT, offset, f"{field}.data", f"the frame needs dictionary {params.dict_id}")
-    try:
-        raw = zstandard.ZstdDecompressor().decompress(data, max_output_size=length, allow_extra_data=False)
-    except zstandard.ZstdError as exc:
-        raise InvalidValueError(FORMAT, offset, f"{field}.data", f"the frame does not inflate: {exc}") from None
-    if len(raw) != length:  # libzstd checks the content size too; this holds whatever it does
-        raise InvalidValueError(FORMAT, offset, f"{field}.data", f"inflates to {len(raw)} bytes, {length} declared")
-    return raw  # type: ignore[no-any-return]
+    while True:
+        if pos + 3 > len(view):
+            raise InvalidValueError(FORMAT, offset, f"{field}.data",
+                                    f"the frame does not inflate: cut short in the block header at {pos}")
+        header = view[pos] | view[pos + 1] << 8 | view[pos + 2] << 16
+        last, kind, size = header & 1, header >> 1 & 3, header >> 3
+        if kind == 3 or size > _BLOCK_MAX:
+            raise InvalidValueError(FORMAT, offset, f"{field}.data",
+                                    f"the frame does not inflate: block header at {pos} is not a valid block")
+        pos += 3 + (1 if kind == 1 else size)  # an RLE block stores its byte once
+        if last:
+            break
+    pos += 4 if view[4] & 0x04 else 0  # the content checksum
+    if pos > len(view):
+        raise InvalidValueError(FORMAT, offset, f"{field}.data", f"the frame does not inflate: cut short, {pos} bytes needed")
+    return pos
+
+
+class Inflation:
+    """A ``ZSTD`` body's frame, inflated in order into buffers the caller gives, exactly ``inflated_length`` bytes.
+
+    Built only once ``inflated_length`` is what the reader expects (``expected``: a tensor's header
+    and bytes) or within ``limit``, the frame's content size equals it, it needs no dictionary, and
+    its header and block headers end exactly where the stored frame does.  Inflating costs the
+    destination and the decoder's window (at most ``MAX_WINDOW``), never a copy of the whole output.
+    Errors name ``offset`` (the record's) and ``field``.
+    """
+
+    def __init__(self, body: dict[str, Any], offset: int, field: str, *, expected: int | None = None,
+                 limit: int) -> None:
+        self.offset, self.field = offset, field
+        self.length = length = body["inflated_length"]
+        if expected is not None and length != expected:
+            raise InvalidValueError(FORMAT, offset, f"{field}.inflated_length",
+                                    f"{length} bytes declared, the metadata's dtype and shape give {expected}")
+        if length > limit:
+            raise LimitError(FORMAT, offset, f"{field}.inflated_length", f"{length} exceeds the limit of {limit} bytes")
+        self._zstd = zstandard = zstd_module()
+        data = body["data"]
+        try:
+            params = zstandard.get_frame_parameters(data)
+        except zstandard.ZstdError as exc:
+            raise InvalidValueError(FORMAT, offset, f"{field}.data", f"not a zstd frame: {exc}") from None
+        if params.content_size != length:
+            found = "no content size" if params.content_size == zstandard.CONTENTSIZE_UNKNOWN else params.content_size
+            raise InvalidValueError(FORMAT, offset, f"{field}.data", f"the frame declares {found}, the record {length} bytes")
+        if params.dict_id:
+            raise InvalidValueError(FORMAT, offset, f"{field}.data", f"the frame needs dictionary {params.dict_id}")
+        size = frame_size(data, offset, field)
+        if size != len(data):
+            raise InvalidValueError(FORMAT, offset, f"{field}.data",
+                                    f"the frame does not inflate: it ends at {size} of the {len(data)} bytes stored")
+        decoder = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW)
+        self._reader = decoder.stream_reader(data, read_across_frames=False)
+        self.done = 0
+
+    def _fault(self, reason: str) -> InvalidValueError:
+        return InvalidValueError(FORMAT, self.offset, f"{self.field}.data", reason)
+
+    def into(self, out: memoryview) -> None:
+        """Fill ``out`` (writable bytes) with the next ``len(out)`` inflated bytes."""
+        out = out.cast("B") if out.format != "B" else out
+        if self.done + len(out) > self.length:
+            raise ValueError(f"{len(out)} bytes asked past the {self.length} declared")  # a caller's mistake
+        filled = 0
+        while filled < len(out):
+            try:
+                got = self._reader.readinto(out[filled : filled + _STEP])
+            except self._zstd.ZstdError as exc:
+                raise self._fault(f"the frame does not inflate: {exc}") from None
+            if not got:
+                raise self._fault(f"inflates to {self.done + filled} bytes, {self.length} declared")
+            filled += got
+        self.done += filled
+
+    def end(self) -> None:
+        """Every declared byte was inflated and the frame holds no more (its checksum, if any, is checked here)."""
+        if self.done != self.length:
+            raise ValueError(f"{self.done} of {self.length} bytes inflated")  # a caller's mistake
+        try:
+            more = self._reader.read(1)
+        except self._zstd.ZstdError as exc:
+            raise self._fault(f"the frame does not inflate: {exc}") from None
+        if more:
+            raise self._fault(f"the frame does not inflate to its {self.length} declared bytes: it holds more")
+
+
+def inflate(body: dict[str, Any], offset: int, field: str, *, expected: int | None = None, limit: int) -> bytearray:
+    """The bytes a ``ZSTD`` body's frame inflates to, exactly ``inflated_length`` of them (see ``Inflation``)."""
+    inflation = Inflation(body, offset, field, expected=expected, limit=limit)
+    out = bytearray(inflation.length)
+    inflation.into(memoryview(out))
+    inflation.end()
+    return out

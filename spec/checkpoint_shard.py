@@ -38,8 +38,12 @@ inflated.  Before inflating, a reader checks ``inflated_length`` against
 bytes its metadata's dtype and chunk shape give; for a value, at most
 ``MAX_VALUE_LEN`` and its 5 bytes of header), and the frame's own content size
 must equal it: memory is bounded by declared lengths, never by what a frame
-inflates to.  The frame must be a single zstd frame with nothing after it;
-output of any other length is ``invalid-value``.  Decoding a record (``decode``,
+inflates to.  The frame must be a single zstd frame with nothing after it
+(its header and block headers, RFC 8878, end exactly where the stored frame
+does: a frame cut short is refused before inflating), asking a window of at
+most 2**27 bytes (zstd's own default decoding limit, which bounds the memory
+inflating costs beyond its destination); output of any other length is
+``invalid-value``.  Decoding a record (``decode``,
 ``decode_record``) does not inflate: a ``ZSTD`` body decodes to its
 ``codec``, ``inflated_length`` and the stored frame as bytes (``data``),
 whatever the frame holds; the frame rules above (one frame, its content size,

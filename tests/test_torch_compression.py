@@ -34,7 +34,7 @@ except ImportError:  # before 2.8
 from inert import ChecksumError, InertError, InvalidValueError, LimitError, UnknownTagError, VersionError
 from inert._checks import MAX_INFLATED
 from inert._codec_runtime import read_file_header
-from inert._zstd import deflate, inflate
+from inert._zstd import Inflation, deflate, inflate
 from inert.torch import FileSystemReader, FileSystemWriter, load_tensors
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
@@ -217,12 +217,33 @@ def test_a_damaged_frame_is_refused_before_inflating(tmp_path: Path, monkeypatch
     import inert.torch._reader as reader_module
 
     inflated = []
-    monkeypatch.setattr(reader_module, "inflate", lambda *a, **k: inflated.append(a) or inflate(*a, **k))
+    monkeypatch.setattr(reader_module, "Inflation", lambda *a, **k: inflated.append(a) or Inflation(*a, **k))
     into = {"zeros": torch.ones(256, 64)}
     assert isinstance(failure(load, into, tmp_path), ChecksumError)
     assert not inflated and torch.equal(into["zeros"], torch.ones(256, 64))
     with pytest.raises(ChecksumError):
         load_tensors(tmp_path)
+
+
+def test_a_compressed_tensor_is_inflated_into_its_destination(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loaded whole into a contiguous tensor, a compressed record takes no buffer of its inflated length:
+    only the stored record's; otherwise one buffer of the inflated length (the frame is never inflated twice over)."""
+    from inert.torch import _reader as reader_module
+
+    saved = {"w": torch.arange(1 << 20, dtype=torch.float32).reshape(1024, 1024) % 7}  # 4 MiB, deflates well
+    save(saved, tmp_path, _extensions=[ZStandard()])
+    taken: list[int] = []
+    take = reader_module._Buffers.take
+    monkeypatch.setattr(reader_module._Buffers, "take", lambda self, n: taken.append(n) or take(self, n))
+    into = {"w": torch.zeros(1024, 1024)}
+    load(into, tmp_path)
+    assert torch.equal(into["w"], saved["w"])
+    stored = next(tmp_path.glob("*.distcp")).stat().st_size
+    assert taken and max(taken) < stored < (1 << 20)
+    taken.clear()
+    into = {"w": torch.zeros(1024, 1024).t()}  # not contiguous: inflated into one buffer of its length, then copied
+    load(into, tmp_path)
+    assert torch.equal(into["w"], saved["w"]) and max(taken) == 4 * (1 << 20) + 64
 
 
 def test_declared_lengths_bound_memory_before_inflating(tmp_path: Path) -> None:

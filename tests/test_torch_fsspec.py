@@ -177,6 +177,27 @@ def test_a_flipped_byte_in_an_object_is_a_checksum_error(s3: S3Server) -> None:
     assert isinstance(error, TruncatedError) and "ends beyond" in str(error), repr(error)
 
 
+def test_zstandard_extension_writes_compressed_records_to_s3(s3: S3Server) -> None:
+    # a capability gate: DCP's stream extensions exist from 2.8
+    ZStandard = pytest.importorskip("torch.distributed.checkpoint._extension").ZStandard  # noqa: N806
+
+    url = f"s3://{s3.new_bucket()}/ckpt"
+    saved = state_of(*model_and_adam())
+    saved["zeros"] = torch.zeros(1 << 20)  # compresses to almost nothing
+    writer = FsspecWriter(url, storage_options=s3.options(), object_size=4 << 20, _extensions=[ZStandard()])
+    dcp.save(saved, storage_writer=writer, no_dist=True)
+    objects = {name: data for name, data in _objects(s3, url).items() if name.endswith(".distcp")}
+    # checkpoint-shard version 2 objects; the 4 MiB of zeros deflated to almost nothing
+    assert len(objects) > 1 and all(data[8:10] == (2).to_bytes(2, "little") for data in objects.values())
+    assert sum(map(len, objects.values())) < (3 << 20) * 4
+    loaded = blank_state()
+    loaded["zeros"] = torch.ones(1 << 20)
+    dcp.load(loaded, storage_reader=FsspecReader(url, storage_options=s3.options(), part_size=1 << 20), no_dist=True)
+    assert_same(saved, loaded)
+    with pytest.raises(ValueError, match="Supported: None"):
+        FsspecWriter(url, storage_options=s3.options(), _extensions=[object()])
+
+
 def test_a_legacy_pickle_metadata_is_refused_without_unpickling(s3: S3Server, tmp_path: Any) -> None:
     url = f"s3://{s3.new_bucket()}/ckpt"
     # DCP's own format written locally and copied up (2.2's FsspecWriter takes no storage options).

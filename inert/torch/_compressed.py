@@ -6,13 +6,16 @@ deflated into one zstd frame and stored as a ``checkpoint-shard`` version 2
 shrink is stored as it is.  Record lengths are known only once compressed, so
 each file is written front to back: worker threads compress the next few
 records while the calling thread writes the finished ones in order (at most
-``2 * workers`` records in memory at once).
+``2 * workers`` records in memory at once).  ``FsspecWriter`` streams the same
+records to an object, one after another (``write_records`` with its own sink).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -29,7 +32,7 @@ from ._metadata import InertStorageInfo
 from ._payload import crc32, pwrite_all
 from ._writer import _COUNT, ALIGN, new_file, resolve_tensor, tensor_bytes, tensor_header
 
-__all__ = ["write_compressed_files"]
+__all__ = ["write_compressed_files", "write_records"]
 
 #: Bytes a ZSTD body adds around its frame (kind, codec, inflated length, frame length, padding to 64).
 _ZSTD_OVERHEAD = 64
@@ -52,9 +55,14 @@ def stored_record(item: WriteItem, planner: SavePlanner, values: dict[Any, list[
     return body + _COUNT.pack(crc32(body))
 
 
-def _write_file(fd: int, name: str, items: list[WriteItem], planner: SavePlanner, values: dict[Any, list[Any]],
-                pool: ThreadPoolExecutor, window: int) -> list[WriteResult]:
-    pwrite_all(fd, file_header(shard.MAGIC, shard.LATEST) + _COUNT.pack(len(items)), 0)
+def write_records(put: Callable[[bytes, int], None], name: str, items: list[WriteItem], planner: SavePlanner,
+                  values: dict[Any, list[Any]], pool: ThreadPoolExecutor | None, window: int) -> list[WriteResult]:
+    """One data file's header and compressed records, in file order, through ``put(data, offset)``.
+
+    With a ``pool``, the next ``window`` records are compressed on it while finished ones are
+    put; without, each is compressed on the calling thread (an object upload already runs on one).
+    """
+    put(file_header(shard.MAGIC, shard.LATEST) + _COUNT.pack(len(items)), 0)
     pos = shard.HEADER_SIZE + _COUNT.size
     results = []
     pending: deque[tuple[WriteItem, Future[bytes]]] = deque()
@@ -63,20 +71,39 @@ def _write_file(fd: int, name: str, items: list[WriteItem], planner: SavePlanner
         nonlocal pos
         item, future = pending.popleft()
         record = future.result()
-        pos += -pos % ALIGN  # the gap reads as zeros: the file is new
-        pwrite_all(fd, record, pos)
+        pos += -pos % ALIGN  # the gap reads as zeros: the file is new (a stream writes them)
+        put(record, pos)
         crc = int(_COUNT.unpack(record[-4:])[0])
         results.append(WriteResult(index=item.index, size_in_bytes=len(record),
                                    storage_data=InertStorageInfo(name, pos, len(record), crc32=crc)))
         pos += len(record)
 
     for item in items:
-        pending.append((item, pool.submit(stored_record, item, planner, values)))
+        if pool is None:
+            done: Future[bytes] = Future()
+            done.set_result(stored_record(item, planner, values))
+            pending.append((item, done))
+        else:
+            pending.append((item, pool.submit(stored_record, item, planner, values)))
         if len(pending) >= window:
             write_next()
     while pending:
         write_next()
     return results
+
+
+def sequential(write: Callable[[bytes], None]) -> Callable[[bytes, int], None]:
+    """A ``put`` for a stream written front to back: the gap before a record goes as zero bytes."""
+    end = 0
+
+    def put(data: bytes, offset: int) -> None:
+        nonlocal end
+        if offset > end:
+            write(bytes(offset - end))
+        write(data)
+        end = offset + len(data)
+
+    return put
 
 
 def write_compressed_files(root: Path, jobs: list[tuple[str, list[WriteItem]]], planner: SavePlanner,
@@ -88,9 +115,11 @@ def write_compressed_files(root: Path, jobs: list[tuple[str, list[WriteItem]]], 
     try:
         with ThreadPoolExecutor(workers) as pool:
             for name, items in jobs:
-                fds.append(new_file(root / name, older))
+                fd = new_file(root / name, older)
+                fds.append(fd)
                 try:
-                    results.extend(_write_file(fds[-1], name, items, planner, values, pool, 2 * workers))
+                    results.extend(write_records(functools.partial(pwrite_all, fd), name, items, planner, values,
+                                                 pool, 2 * workers))
                 except BaseException:
                     pool.shutdown(cancel_futures=True)  # a failed save compresses no further records
                     raise

@@ -7,6 +7,10 @@ their way from tensor memory to the upload.  Several objects are uploaded at
 once (an object's parts go one after another through fsspec's stream), so a
 rank's data is spread over ``max(thread_count, size / object_size)`` objects.
 
+With ``_extensions=[ZStandard()]`` the objects hold the compressed records of
+``FileSystemWriter``'s (``checkpoint-shard`` version 2), each deflated on the
+uploading thread just before it is streamed.
+
 The ``.metadata`` object is the commit point: an older one is removed before
 any data is written, and the new one is written last, in one request, once
 every data object is complete.  A save that fails or is killed part-way
@@ -74,10 +78,8 @@ class FsspecWriter(FileSystemWriter):
         object_size: int = OBJECT_SIZE,
         **kwargs: Any,
     ) -> None:
-        if _extensions:  # compressed records are written by FileSystemWriter only, for now
-            raise ValueError("inert.torch.FsspecWriter takes no stream extensions (compression: FileSystemWriter)")
         super().__init__(os.fspath(path), single_file_per_rank, sync_files, thread_count, per_thread_copy_ahead,
-                         cache_staged_state_dict, overwrite, None,
+                         cache_staged_state_dict, overwrite, _extensions,
                          DEFAULT_SERIALIZATION_FORMAT if serialization_format is None else serialization_format)
         self.storage_options = {**(storage_options or {}), **kwargs}
         self.object_size = max(1, object_size)
@@ -128,12 +130,21 @@ class FsspecWriter(FileSystemWriter):
     def _upload(self, path: str, name: str, items: list[WriteItem], planner: SavePlanner,
                 values: dict[Any, list[Any]]) -> list[WriteResult]:
         """One data object, its records streamed in file order; each record's result."""
-        head, slots = _layout(items, values)
         stream = open_for_writing(self.store, path, _UPLOAD_PART)
 
         def write(data: Any) -> None:
             request("writing", self.store, path, stream.write, data)
 
+        if self.compression is not None:  # record lengths are known once compressed: laid out as they come
+            from ._compressed import sequential, write_records
+            try:
+                results = write_records(sequential(write), name, items, planner, values, None, 1)
+                request("completing", self.store, path, stream.close)
+            except BaseException:
+                abandon(stream)
+                raise
+            return results
+        head, slots = _layout(items, values)
         try:
             write(head)
             pos = len(head)

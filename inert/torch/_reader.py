@@ -59,16 +59,17 @@ from inert._checks import MAX_INFLATED
 from inert._codec_runtime import read_file_header
 from inert._errors import ChecksumError, ForeignFormatError, InertError, InvalidValueError, LimitError, TruncatedError
 from inert._files import open_in, read_fd
-from inert._zstd import inflate
+from inert._zstd import Inflation
 from inert.codecs import checkpoint_metadata as metadata_codec
 from inert.codecs import checkpoint_shard as shard
 
-from ._compat import torch_dtype, validate_checkpoint_id
+from ._compat import dtype_name, torch_dtype, validate_checkpoint_id
 from ._metadata import InertStorageInfo, loads_metadata
 from ._options import checked_extension_registry
 from ._payload import BLOCK, byte_view, crc32, crc32_combine, read_into
 from ._threads import SharedTasks, Task
 from ._values import from_document
+from ._writer import tensor_header
 
 try:
     from torch.distributed.checkpoint.metadata import StorageMeta
@@ -462,14 +463,20 @@ class FileSystemReader(StorageReader):
         body = record["body"]
         end = info.length - 4  # where the payload ends: the CRC-32 follows it
         if body["kind"] == shard.RecordKindV2.ZSTD:  # checked against the stored bytes above; now inflated
-            raw = self._inflate(body, name, first, info)
-            del record, body
+            streamed = self._inflate_direct(body, name, items, info, resolve)
+            if streamed is not None:
+                buffers.give(buffer)
+                return streamed
+            inflation = self._inflation(body, name, first, info)
+            inflated = buffers.take(inflation.length)  # the stored frame and this: never a third copy
+            view = memoryview(inflated.numpy())[: inflation.length]  # type: ignore[arg-type]
+            inflation.into(view)
+            inflation.end()
+            del record, body, inflation
             buffers.give(buffer)
-            buffer = buffers.take(len(raw))
-            view = memoryview(buffer.numpy())[: len(raw)]  # type: ignore[arg-type]
-            view[:] = raw
+            buffer = inflated
             body = self._decode_inflated(view, name, first, info)
-            end = len(raw)
+            end = len(view)
         if first.type == LoadItemType.BYTE_IO:
             self._check_kind(body, shard.RecordKind.VALUE, first, info)
             buffers.give(buffer)
@@ -670,15 +677,41 @@ class FileSystemReader(StorageReader):
         except InertError as exc:
             raise exc._replace(offset=info.offset + exc.offset, field=f"{name}:{item.storage_index.fqn}.{exc.field}") from None
 
-    def _inflate(self, body: dict[str, Any], name: str, item: ReadItem, info: InertStorageInfo) -> bytes:
-        """A ZSTD body's bytes, once its declared length is what the read plan's record can hold."""
+    def _inflation(self, body: dict[str, Any], name: str, item: ReadItem, info: InertStorageInfo) -> Inflation:
+        """A ZSTD body's frame ready to inflate, once its declared length is what the read plan's record can hold."""
         field = f"{name}:{item.storage_index.fqn}.body"
         if item.type == LoadItemType.BYTE_IO:
-            return inflate(body, info.offset, field, limit=_VALUE_INFLATED_MAX)
+            return Inflation(body, info.offset, field, limit=_VALUE_INFLATED_MAX)
         dtype, shape = self._expected(item, info)
         nbytes = math.prod(shape) * dtype.itemsize
         header = 3 + 8 * len(shape) + 8
-        return inflate(body, info.offset, field, expected=header + -header % ALIGN + nbytes, limit=MAX_INFLATED)
+        return Inflation(body, info.offset, field, expected=header + -header % ALIGN + nbytes, limit=MAX_INFLATED)
+
+    def _inflate_direct(self, body: dict[str, Any], name: str, items: list[ReadItem], info: InertStorageInfo,
+                        resolve: Resolve | None) -> list[Loaded] | None:
+        """A compressed tensor record inflated straight into its one destination (a whole contiguous CPU
+        tensor of its dtype), in steps: memory beyond the destination is the stored frame and the decoder's
+        window, whatever the tensor's size.  The inflated header must be the very bytes a writer makes for
+        the metadata's dtype and shape; None (nothing written to the destination) when it is not, or when
+        the record takes the general path, which names what is wrong."""
+        item = items[0]
+        if len(items) != 1 or item.type != LoadItemType.TENSOR or resolve is None:
+            return None
+        direct = self._direct_target(item, info, resolve)
+        if direct is None:
+            return None
+        target, (dtype, shape) = direct
+        if tuple(target.size()) != shape or tuple(item.lengths) != shape:
+            return None
+        inflation = self._inflation(body, name, item, info)
+        header = tensor_header(dtype_name(dtype, item.storage_index.fqn), list(shape), math.prod(shape) * dtype.itemsize)
+        head = bytearray(len(header))
+        inflation.into(memoryview(head))
+        if head != header:
+            return None
+        inflation.into(byte_view(target))
+        inflation.end()
+        return [(item, target, None)]
 
     def _decode_inflated(self, view: memoryview, name: str, item: ReadItem, info: InertStorageInfo) -> Any:
         """What a ZSTD body inflated to, decoded as the version 1 body it must be (offsets: into those bytes)."""
