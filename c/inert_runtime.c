@@ -42,7 +42,8 @@ void inert_reader_init(inert_reader *r, const char *format, const uint8_t *buf, 
     r->user = user;
     r->err = err;
     r->columns = NULL;
-    memset(err, 0, sizeof *err);
+    /* No fault yet (the strings are only read after one; clearing them whole costs more than a small read). */
+    err->kind = INERT_OK, err->offset = 0, err->field[0] = 0, err->reason[0] = 0;
     err->format = format;
 }
 
@@ -87,9 +88,7 @@ int inert_within_index(inert_reader *r, uint64_t index) {
 }
 
 uint64_t inert_le(const uint8_t *p, unsigned width) {
-    uint64_t v = 0;
-    for (unsigned k = width; k-- > 0;) v = (v << 8) | p[k];
-    return v;
+    return inert_load_le(p, width); /* one load per width on a little-endian host, not a byte loop */
 }
 
 uint32_t inert_crc32(uint32_t crc, const uint8_t *p, size_t len) {
@@ -148,18 +147,13 @@ size_t inert_utf8_error(const uint8_t *s, size_t n) {
 
 /* -- element readers ------------------------------------------------------------------------- */
 
-static int need(inert_reader *r, size_t off, uint64_t size) {
-    if (size > r->n - off)
-        return inert_fail(r, INERT_TRUNCATED, off, "", "%llu bytes needed, %llu present", (unsigned long long)size,
-                          (unsigned long long)(r->n - off));
-    return 0;
+int inert_truncated(inert_reader *r, size_t off, uint64_t size) {
+    return inert_fail(r, INERT_TRUNCATED, off, "", "%llu bytes needed, %llu present", (unsigned long long)size,
+                      (unsigned long long)(r->n - off));
 }
 
-int inert_read_uint(inert_reader *r, size_t *off, unsigned width, uint64_t *out) {
-    if (need(r, *off, width)) return -1;
-    *out = inert_le(r->buf + *off, width);
-    *off += width;
-    return 0;
+static int need(inert_reader *r, size_t off, uint64_t size) {
+    return size > r->n - off ? inert_truncated(r, off, size) : 0;
 }
 
 int inert_read_int(inert_reader *r, size_t *off, unsigned width, int64_t *out) {

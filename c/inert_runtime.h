@@ -195,7 +195,19 @@ size_t inert_utf8_error(const uint8_t *s, size_t len);
 
 /* -- element readers: each advances *off, and on a fault records it with an empty field path -- */
 
-int inert_read_uint(inert_reader *r, size_t *off, unsigned width, uint64_t *out);
+/* Record the fault of `size` bytes needed at `off` where fewer remain (returns -1). */
+int inert_truncated(inert_reader *r, size_t off, uint64_t size);
+
+/* Inlined: the generated readers pass a constant width, so a field read is a bounds check and one load. */
+static inline int inert_read_uint(inert_reader *r, size_t *off, unsigned width, uint64_t *out) {
+    if (width > r->n - *off) {
+        *out = 0; /* never read after a fault: set so that compilers see it set */
+        return inert_truncated(r, *off, width);
+    }
+    *out = inert_load_le(r->buf + *off, width);
+    *off += width;
+    return 0;
+}
 int inert_read_int(inert_reader *r, size_t *off, unsigned width, int64_t *out);
 int inert_read_float64(inert_reader *r, size_t *off, double *out);
 /* One byte, 0 or 1. */

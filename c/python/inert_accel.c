@@ -34,24 +34,46 @@
 /* Short strings kept by content (at most TEXT_CACHED bytes), one per slot: a power of two. */
 #define TEXT_SLOTS 64
 #define TEXT_CACHED 32
+/* A record's field names remembered in order (its layout), for records of up to this many fields. */
+#define LAYOUT_FIELDS 24
+/* Integers outside CPython's own small-int cache made once per read (a batch's nbytes), by value. */
+#define INT_SLOTS 64
 
 enum { F_OBJECT, F_LIST, F_MAP, F_EXT };
+
+/* The field names of the records whose first field is `first`, in the order the reader gave them for
+ * the first such record: the next ones compare each name's address with the one at its position (the
+ * generated readers pass their constant strings), and take the interned str from here, with no lookup.
+ * A record that differs (another case of a union) looks its names up and leaves the layout as it is. */
+typedef struct {
+    const char *first;
+    int learner;                       /* the frame (depth + 1) still adding names, 0 once complete */
+    Py_ssize_t count;                  /* names known */
+    const char *names[LAYOUT_FIELDS];
+    PyObject *keys[LAYOUT_FIELDS];     /* borrowed from the field-name cache */
+} layout;
 
 typedef struct {
     int kind;
     inert_ext ext;       /* F_EXT: what the list becomes */
     PyObject *obj;       /* the dict or list being built (owned) */
     PyObject *key;       /* F_OBJECT: the field's name (borrowed from the cache); F_MAP: the key read (owned) */
-    const char *first;   /* F_OBJECT: the first field's name (its dict is made when that field comes) */
-    Py_ssize_t index;    /* F_LIST: the next element */
+    layout *layout;      /* F_OBJECT: the layout its names follow so far, or NULL */
+    Py_ssize_t index;    /* F_LIST: the next element; F_OBJECT: the next field */
     Py_ssize_t count;
 } frame;
+
+typedef struct {
+    uint64_t value;
+    int negative;        /* value is an int64_t's bits */
+    unsigned read;       /* the read that made it: a slot of an earlier read is stale */
+    PyObject *obj;       /* owned */
+} int_slot;
 
 typedef struct {
     const void *key;
     int64_t value;
     PyObject *obj;   /* owned */
-    Py_ssize_t size; /* sizes: the fields of the record whose first field is `key` */
 } slot;
 
 /* A dict sized for `n` items: CPython's own presizing (what BUILD_MAP uses), else a plain one. */
@@ -74,8 +96,10 @@ typedef struct {
     slot names[CACHE_SLOTS];
     slot members[CACHE_SLOTS];
     slot held[CACHE_SLOTS];
-    slot sizes[CACHE_SLOTS]; /* a record's field count by its first field: its dict is made that size */
+    layout layouts[CACHE_SLOTS]; /* by the address of the first field's name */
     PyObject *texts[TEXT_SLOTS]; /* short strings that repeat through a value (a batch's dtypes), by content */
+    int_slot ints[INT_SLOTS];
+    unsigned reads; /* reads begun: tells this read's integers from earlier ones' */
 } Decoder;
 
 struct build {
@@ -114,6 +138,16 @@ static PyObject *name_of(build *b, const char *name) {
     if (!text) return NULL;
     s->key = name, s->value = 0, s->obj = text;
     return text;
+}
+
+/* The layout slot of records whose first field is `first` (empty if none yet), or NULL if the table is full. */
+static layout *layout_of(Decoder *d, const char *first) {
+    uintptr_t h = (uintptr_t)first >> 3;
+    for (size_t probe = 0; probe < CACHE_SLOTS; probe++) {
+        layout *l = &d->layouts[(h + probe) & (CACHE_SLOTS - 1)];
+        if (!l->first || l->first == first) return l;
+    }
+    return NULL;
 }
 
 /* -- the stack of containers being built -- */
@@ -176,7 +210,7 @@ static void push(build *b, int kind, PyObject *obj, Py_ssize_t count, inert_ext 
         return;
     }
     frame *f = &b->stack[b->top++];
-    f->kind = kind, f->ext = ext, f->obj = obj, f->key = NULL, f->first = NULL, f->index = 0, f->count = count;
+    f->kind = kind, f->ext = ext, f->obj = obj, f->key = NULL, f->layout = NULL, f->index = 0, f->count = count;
 }
 
 /* Close the open container of `kind` and add it to its parent. */
@@ -191,10 +225,7 @@ static void pop(build *b, int kind) {
         fail(b);
         return;
     }
-    if (kind == F_OBJECT && f->first) { /* the next record of this kind gets a dict of this size */
-        slot *s = lookup(b->d->sizes, f->first, 0);
-        if (s) s->key = f->first, s->size = PyDict_GET_SIZE(f->obj);
-    }
+    if (kind == F_OBJECT && f->layout && f->layout->learner == b->top + 1) f->layout->learner = 0; /* complete */
     PyObject *obj = f->obj;
     f->obj = NULL;
     if (kind == F_LIST && f->index != f->count) {
@@ -230,6 +261,40 @@ static void unwind(build *b) {
 static void on_begin_object(void *user) { push(user, F_OBJECT, NULL, 0, 0); }
 static void on_end_object(void *user) { pop(user, F_OBJECT); }
 
+/* A field whose name is not the one at its place in the record's layout (or the record's first). */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static void field_looked_up(build *b, frame *f, const char *name) {
+    if (!f->obj) {
+        layout *l = layout_of(b->d, name);
+        if (l && !l->first) l->first = name, l->learner = b->top, l->count = 0; /* this record teaches it */
+        f->layout = l, f->index = 0;
+        if (!(f->obj = sized_dict(l && !l->learner ? l->count : 0))) {
+            fail(b);
+            return;
+        }
+        if (l && l->count > 0 && l->names[0] == name) {
+            f->key = l->keys[0], f->index = 1;
+            return;
+        }
+    }
+    layout *l = f->layout;
+    Py_ssize_t k = f->index++;
+    PyObject *key = name_of(b, name);
+    if (!key) {
+        fail(b);
+        return;
+    }
+    f->key = key;
+    if (l && l->learner == b->top && k == l->count && k < LAYOUT_FIELDS) {
+        l->names[k] = name, l->keys[k] = key, l->count++;
+        return;
+    }
+    if (l && l->learner == b->top) l->learner = -1; /* longer than a layout holds: never complete */
+    f->layout = NULL;
+}
+
 static void on_field(void *user, const char *name) {
     build *b = user;
     if (b->failed) return;
@@ -238,17 +303,13 @@ static void on_field(void *user, const char *name) {
         return;
     }
     frame *f = &b->stack[b->top - 1];
-    if (!f->obj) {
-        slot *s = lookup(b->d->sizes, name, 0);
-        f->first = name;
-        if (!(f->obj = sized_dict(s && s->key ? s->size : 0))) {
-            fail(b);
-            return;
-        }
+    layout *l = f->layout;
+    Py_ssize_t k = f->index;
+    if (l && f->obj && k < l->count && l->names[k] == name) { /* the name at its place: no lookup */
+        f->key = l->keys[k], f->index = k + 1;
+        return;
     }
-    PyObject *key = name_of(b, name);
-    if (!key) fail(b);
-    f->key = key;
+    field_looked_up(b, f, name);
 }
 
 static void on_begin_array(void *user, uint64_t count) {
@@ -262,8 +323,22 @@ static void on_begin_array(void *user, uint64_t count) {
 static void on_end_array(void *user) { pop(user, F_LIST); }
 static void on_null(void *user) { add(user, Py_NewRef(Py_None)); }
 static void on_boolean(void *user, int value) { add(user, PyBool_FromLong(value)); }
-static void on_int64(void *user, int64_t value) { add(user, PyLong_FromLongLong(value)); }
-static void on_uint64(void *user, uint64_t value) { add(user, PyLong_FromUnsignedLongLong(value)); }
+/* The int of `bits` (an int64_t's bits if negative), made once per read when it repeats. */
+static PyObject *int_of(build *b, uint64_t bits, int negative) {
+    if (negative ? (int64_t)bits >= -5 : bits <= 256) /* CPython's own small ints */
+        return negative ? PyLong_FromLongLong((int64_t)bits) : PyLong_FromUnsignedLongLong(bits);
+    int_slot *s = &b->d->ints[(bits ^ (bits >> 17) ^ (bits >> 31)) & (INT_SLOTS - 1)];
+    if (s->obj && s->read == b->d->reads && s->value == bits && s->negative == negative) return Py_NewRef(s->obj);
+    PyObject *obj = negative ? PyLong_FromLongLong((int64_t)bits) : PyLong_FromUnsignedLongLong(bits);
+    if (obj) {
+        Py_XSETREF(s->obj, Py_NewRef(obj));
+        s->value = bits, s->negative = negative, s->read = b->d->reads;
+    }
+    return obj;
+}
+
+static void on_int64(void *user, int64_t value) { add(user, int_of(user, (uint64_t)value, value < 0)); }
+static void on_uint64(void *user, uint64_t value) { add(user, int_of(user, value, 0)); }
 static void on_float64(void *user, double value) { add(user, PyFloat_FromDouble(value)); }
 
 static void on_text(void *user, const uint8_t *utf8, size_t len) {
@@ -446,6 +521,7 @@ static PyObject *Decoder_decode(Decoder *self, PyObject *const *args, Py_ssize_t
     int spare = b == self->spare;
     self->spare = NULL;
     b->d = self, b->ctx = ctx, b->result = NULL, b->failed = 0, b->top = 0;
+    self->reads++;
     int paused = view.len > GC_PAUSE_SIZE && PyGC_Disable();
     inert_error err;
     int status = self->entry->decode(view.buf, (size_t)view.len, version, &params, &builder, b, &err);
@@ -514,8 +590,9 @@ static int Decoder_clear(Decoder *self) {
     memset(self->names, 0, sizeof self->names);
     memset(self->members, 0, sizeof self->members);
     memset(self->held, 0, sizeof self->held);
-    memset(self->sizes, 0, sizeof self->sizes);
+    memset(self->layouts, 0, sizeof self->layouts);
     for (size_t k = 0; k < TEXT_SLOTS; k++) Py_CLEAR(self->texts[k]);
+    for (size_t k = 0; k < INT_SLOTS; k++) Py_CLEAR(self->ints[k].obj);
     return 0;
 }
 
