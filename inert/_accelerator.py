@@ -16,7 +16,7 @@ from typing import Any
 
 from inert import _checks
 
-__all__ = ["PURE_PYTHON_ENV", "accelerator", "pure_python", "held_rules"]
+__all__ = ["PURE_PYTHON_ENV", "accelerator", "bind_decode", "pure_python", "held_rules"]
 
 #: The environment variable that keeps the codecs in pure Python.
 PURE_PYTHON_ENV = "INERT_PURE_PYTHON"
@@ -65,3 +65,23 @@ def accelerator(fmt: str, enums: dict[str, dict[int, Any]]) -> Callable[..., Any
     decoder = _accel.Decoder(fmt, enums, held_rules())
     decode: Callable[..., Any] = decoder.decode
     return decode
+
+
+def bind_decode(decode: Callable[..., Any], namespace: dict[str, Any], params: tuple[str, ...]) -> Callable[..., Any]:
+    """A message codec's ``decode`` (``decode(data, *, version=LATEST, <params>=None)``) whose call reads
+    in C before any Python code runs, or ``decode`` itself where the codec is pure Python.
+
+    The bound callable calls the accelerator with what ``decode`` would pass it, and calls ``decode``
+    itself for everything else (a buffer that is not ``bytes``, another keyword, an input the C reader
+    leaves to Python), and once the module's ``_ACCEL`` is no longer the reader it was bound with
+    (``_ACCEL = None`` makes the module pure Python again).  Its ``__doc__``, ``__name__`` and
+    ``__wrapped__`` are ``decode``'s.
+    """
+    accel = namespace.get("_ACCEL")
+    if accel is None:
+        return decode
+    from inert import _accel  # type: ignore[attr-defined]
+
+    no_ctx = dict.fromkeys(params) if params else namespace["_NO_CTX"]
+    bound: Callable[..., Any] = _accel.Bound(decode, accel, namespace, namespace["LATEST"], params, no_ctx)
+    return bound

@@ -11,7 +11,7 @@ import struct
 import zlib
 from typing import Any
 
-from inert._accelerator import accelerator
+from inert._accelerator import accelerator, bind_decode
 from inert._checks import describe_foreign
 from inert._errors import (
     ForeignFormatError,
@@ -27,6 +27,7 @@ from inert._value_doc import pack_value, unpack_value
 
 __all__ = [
     "accelerator",
+    "bind_decode",
     "as_buffer",
     "private_bytes",
     "cached_text",

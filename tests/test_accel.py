@@ -26,11 +26,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from inert.codecs import MODULES
 from inert.conformance._corpus import Vector, load_corpus
+from inert.spec import FORMATS
 
-from inert import _accel  # noqa: F401  (fails here, not later, when the extension is not built)
+from inert import _accel  # (fails here, not later, when the extension is not built)
 from inert._canonical import to_json
 from inert._errors import InertError
-from inert.gen.c_python import ACCELERATED
+from inert.gen.c_python import ACCELERATED, bind_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 VECTORS = [v for v in load_corpus(formats=sorted(ACCELERATED)) if v.value is None]
@@ -53,10 +54,15 @@ def _outcome(module: ModuleType, vector: Vector, data: bytes) -> tuple[Any, ...]
 
 
 def _both(vector: Vector, data: bytes) -> tuple[tuple[Any, ...], tuple[Any, ...], bool]:
-    """(accelerated outcome, pure-Python outcome, whether the C reader built the value itself)."""
+    """(accelerated outcome, pure-Python outcome, whether the C reader built the value itself).
+
+    The accelerated outcome is the one of the Python ``decode`` calling the accelerator; a message
+    format's ``decode`` bound to read in C first (``bind_decode``) must give that same outcome.
+    """
     module = _codec(vector.format)
     accel = module._ACCEL
     answers: list[bool] = []
+    bound = _outcome(module, vector, data) if module.decode is not _python_decode(module) else None
 
     def spy(*args: Any) -> Any:
         value = accel(*args)
@@ -70,7 +76,18 @@ def _both(vector: Vector, data: bytes) -> tuple[tuple[Any, ...], tuple[Any, ...]
         slow = _outcome(module, vector, data)
     finally:
         module._ACCEL = accel
+    if bound is not None:
+        assert bound[0] == fast[0], f"{vector.test_name}: read in C first {bound[0]}, through Python {fast}"
+        if bound[0] == "value":
+            same(bound[1], fast[1])
+        else:
+            assert bound == fast, vector.test_name
     return fast, slow, answers == [True]
+
+
+def _python_decode(module: ModuleType) -> Any:
+    """The codec's Python ``decode`` (under the bound one, if any)."""
+    return getattr(module.decode, "__wrapped__", module.decode)
 
 
 def same(a: Any, b: Any, path: str = "") -> None:
@@ -128,6 +145,40 @@ def test_accelerated_and_pure_python_agree_on_every_corpus_vector(fmt: str) -> N
     # The C reader builds every value itself (not the fallback) but those with typed extensions in a
     # value document (codes 6-12), which the Python reader builds.
     assert built == accepted - typed, f"{fmt}: the accelerator built {built} of {accepted} accepted values ({typed} typed)"
+
+
+@pytest.mark.parametrize("fmt", sorted(f for f in ACCELERATED if bind_lines(FORMATS[f])))
+def test_a_message_codecs_decode_reads_in_c_before_any_python(fmt: str) -> None:
+    module = _codec(fmt)
+    assert module.decode is not _python_decode(module) and module.decode.__name__ == "decode"
+    assert module.decode.__doc__ == _python_decode(module).__doc__
+    calls: list[tuple[Any, ...]] = []
+
+    def python(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        return _python_decode(module)(*args, **kwargs)
+
+    no_ctx = dict.fromkeys(FORMATS[fmt].params) if FORMATS[fmt].params else module._NO_CTX
+    decode = _accel.Bound(python, module._ACCEL, vars(module), module.LATEST, tuple(FORMATS[fmt].params), no_ctx)
+    vectors = [v for v in VECTORS if v.format == fmt]
+    good = next(v for v in vectors if _outcome(module, v, v.data)[0] == "value" and not v.params and v.version == module.LATEST)
+    bad = next(v for v in vectors if _outcome(module, v, v.data)[0] == "error")
+    same(decode(good.data), module.decode(good.data))
+    same(decode(good.data, version=module.LATEST), module.decode(good.data))
+    assert calls == []  # read in C, no Python frame
+    same(decode(bytearray(good.data)), module.decode(good.data))  # another buffer: Python copies it first
+    with pytest.raises(InertError) as err:
+        decode(bad.data, version=bad.version, **dict(bad.params))  # the C reader refuses: Python raises the error
+    assert str(err.value) == _outcome(module, bad, bad.data)[-1]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'verion'"):
+        decode(good.data, verion=1)
+    assert len(calls) == 3
+    accel, module._ACCEL = module._ACCEL, None  # unbound: the Python function reads, in pure Python
+    try:
+        same(decode(good.data), module.decode(good.data))
+    finally:
+        module._ACCEL = accel
+    assert len(calls) == 4
 
 
 def test_inputs_other_than_bytes_are_copied_and_read_alike() -> None:

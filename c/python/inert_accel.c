@@ -478,23 +478,19 @@ static int unsigned_arg(PyObject *obj, uint64_t *out) {
     return 0;
 }
 
-/* decode(buf, version, ctx, max_size=None): the value, or None where the Python reader must decide. */
-static PyObject *Decoder_decode(Decoder *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs < 3 || nargs > 4 || !PyDict_CheckExact(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "decode(buf, version, ctx, max_size=None)");
-        return NULL;
-    }
+/* The value read from `data` (version, ctx and max_size as the codec's decode passes them; max_size may
+ * be NULL), or None where the Python reader must decide. */
+static PyObject *decoder_run(Decoder *self, PyObject *data, PyObject *version_obj, PyObject *ctx, PyObject *max_size) {
     inert_params params;
     memset(&params, 0, sizeof params);
     uint64_t number;
     unsigned version = 0;
-    if (args[1] == Py_None) {
+    if (version_obj == Py_None) {
         if (!self->entry->whole_file) Py_RETURN_NONE;
     } else {
-        if (unsigned_arg(args[1], &number) || number == 0 || number > 0xffff) Py_RETURN_NONE;
+        if (unsigned_arg(version_obj, &number) || number == 0 || number > 0xffff) Py_RETURN_NONE;
         version = (unsigned)number;
     }
-    PyObject *ctx = args[2];
     PyObject *chunk = PyDict_GetItemWithError(ctx, key_chunk_size); /* borrowed */
     if (chunk && chunk != Py_None) {
         if (unsigned_arg(chunk, &params.chunk_size)) Py_RETURN_NONE;
@@ -503,12 +499,12 @@ static PyObject *Decoder_decode(Decoder *self, PyObject *const *args, Py_ssize_t
     PyObject *verify = PyDict_GetItemWithError(ctx, key_verify_checksums);
     if (PyErr_Occurred()) return NULL;
     params.skip_checksums = verify == Py_False;
-    if (nargs == 4 && args[3] != Py_None) {
-        if (unsigned_arg(args[3], &params.max_size)) Py_RETURN_NONE;
+    if (max_size && max_size != Py_None) {
+        if (unsigned_arg(max_size, &params.max_size)) Py_RETURN_NONE;
         params.has_max_size = 1;
     }
     Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE)) {
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)) {
         PyErr_Clear();
         Py_RETURN_NONE;
     }
@@ -543,6 +539,15 @@ static PyObject *Decoder_decode(Decoder *self, PyObject *const *args, Py_ssize_t
     }
     if (!value) Py_RETURN_NONE;
     return value;
+}
+
+/* decode(buf, version, ctx, max_size=None): the value, or None where the Python reader must decide. */
+static PyObject *Decoder_decode(Decoder *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 3 || nargs > 4 || !PyDict_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "decode(buf, version, ctx, max_size=None)");
+        return NULL;
+    }
+    return decoder_run(self, args[0], args[1], args[2], nargs == 4 ? args[3] : NULL);
 }
 
 static PyMethodDef Decoder_methods[] = {
@@ -615,6 +620,171 @@ static PyTypeObject DecoderType = {
     .tp_traverse = (traverseproc)Decoder_traverse,
     .tp_clear = (inquiry)Decoder_clear,
     .tp_methods = Decoder_methods,
+};
+
+/* -- Bound: a codec's decode with the accelerator called before any Python code runs -- */
+
+/* A message format's `decode(data, *, version=LATEST, <params>=None)` (inert/_accelerator.py, bind_decode).
+ * A call with `data` a bytes object and known keywords reads in C straight away; anything else (another
+ * buffer type, an unknown keyword, the codec's _ACCEL no longer this reader's, an input the accelerator
+ * leaves to Python) is the Python function's call, unchanged. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *fn;      /* the codec's Python decode */
+    Decoder *decoder;
+    PyObject *accel;   /* the codec's _ACCEL when bound: while its module still holds it, C reads first */
+    PyObject *globals; /* the codec module's namespace */
+    PyObject *latest;  /* the default version */
+    PyObject *params;  /* the format's parameter names (a tuple of str) */
+    PyObject *no_ctx;  /* the context of a call that passes no parameter, as the codec makes it */
+} Bound;
+
+static PyObject *key_accel, *key_version;
+
+/* Whether the keyword `name` is `want` (interned names compare by address first). */
+static int is_name(PyObject *name, PyObject *want) {
+    return name == want || (PyUnicode_Check(name) && PyUnicode_Compare(name, want) == 0);
+}
+
+static PyObject *Bound_vectorcall(Bound *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (nargs != 1 || !PyBytes_CheckExact(args[0])) goto python;
+    PyObject *accel = PyDict_GetItemWithError(self->globals, key_accel); /* borrowed */
+    if (accel != self->accel) {
+        if (PyErr_Occurred()) return NULL;
+        goto python;
+    }
+    PyObject *version = self->latest, *ctx = self->no_ctx, *made = NULL;
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, k), *value = args[nargs + k];
+        if (is_name(name, key_version)) {
+            version = value;
+            continue;
+        }
+        Py_ssize_t p = 0, np = PyTuple_GET_SIZE(self->params);
+        while (p < np && !is_name(name, PyTuple_GET_ITEM(self->params, p))) p++;
+        if (p == np) goto python_made; /* not a keyword of decode: Python says so */
+        if (value == Py_None) continue;
+        if (!made && !(made = PyDict_Copy(self->no_ctx))) return NULL;
+        if (PyDict_SetItem(made, PyTuple_GET_ITEM(self->params, p), value)) {
+            Py_DECREF(made);
+            return NULL;
+        }
+        ctx = made;
+    }
+    PyObject *value = decoder_run(self->decoder, args[0], version, ctx, NULL);
+    Py_XDECREF(made);
+    if (value != Py_None) return value; /* a value, or NULL with the error of a call that cannot go on */
+    Py_DECREF(value);
+    goto python;
+python_made:
+    Py_XDECREF(made);
+python:
+    return PyObject_Vectorcall(self->fn, args, nargsf, kwnames);
+}
+
+static PyObject *Bound_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *fn, *accel, *globals, *latest, *params, *no_ctx;
+    if (kwargs && PyDict_GET_SIZE(kwargs)) {
+        PyErr_SetString(PyExc_TypeError, "Bound(fn, accel, globals, latest, params, no_ctx) takes no keywords");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "OOO!OO!O!", &fn, &accel, &PyDict_Type, &globals, &latest, &PyTuple_Type, &params,
+                          &PyDict_Type, &no_ctx))
+        return NULL;
+    PyObject *decoder = PyObject_GetAttrString(accel, "__self__");
+    if (!decoder) return NULL;
+    if (!PyObject_TypeCheck(decoder, &DecoderType) || !PyCallable_Check(fn)) {
+        Py_DECREF(decoder);
+        PyErr_SetString(PyExc_TypeError, "Bound: fn must be callable and accel a Decoder's decode");
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(params); k++)
+        if (!PyUnicode_Check(PyTuple_GET_ITEM(params, k))) {
+            Py_DECREF(decoder);
+            PyErr_SetString(PyExc_TypeError, "Bound: params must be str");
+            return NULL;
+        }
+    Bound *self = (Bound *)type->tp_alloc(type, 0);
+    if (!self) {
+        Py_DECREF(decoder);
+        return NULL;
+    }
+    self->vectorcall = (vectorcallfunc)Bound_vectorcall;
+    self->decoder = (Decoder *)decoder;
+    self->fn = Py_NewRef(fn), self->accel = Py_NewRef(accel), self->globals = Py_NewRef(globals);
+    self->latest = Py_NewRef(latest), self->params = Py_NewRef(params), self->no_ctx = Py_NewRef(no_ctx);
+    return (PyObject *)self;
+}
+
+static int Bound_traverse(Bound *self, visitproc visit, void *arg) {
+    Py_VISIT(self->fn);
+    Py_VISIT(self->decoder);
+    Py_VISIT(self->accel);
+    Py_VISIT(self->globals);
+    Py_VISIT(self->latest);
+    Py_VISIT(self->params);
+    Py_VISIT(self->no_ctx);
+    return 0;
+}
+
+static int Bound_clear(Bound *self) {
+    Py_CLEAR(self->fn);
+    Py_CLEAR(self->decoder);
+    Py_CLEAR(self->accel);
+    Py_CLEAR(self->globals);
+    Py_CLEAR(self->latest);
+    Py_CLEAR(self->params);
+    Py_CLEAR(self->no_ctx);
+    return 0;
+}
+
+static void Bound_dealloc(Bound *self) {
+    PyObject_GC_UnTrack(self);
+    Bound_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Attributes the type does not have are the Python function's (__doc__, __name__, __wrapped__, ...). */
+static PyObject *Bound_getattro(Bound *self, PyObject *name) {
+    PyObject *found = PyObject_GenericGetAttr((PyObject *)self, name);
+    if (found || !PyErr_ExceptionMatches(PyExc_AttributeError) || !self->fn) return found;
+    PyErr_Clear();
+    return PyObject_GetAttr(self->fn, name);
+}
+
+static PyObject *Bound_forward(Bound *self, void *attr) { return PyObject_GetAttrString(self->fn, attr); }
+static PyObject *Bound_wrapped(Bound *self, void *unused) {
+    (void)unused;
+    return Py_NewRef(self->fn);
+}
+
+static PyGetSetDef Bound_getset[] = {
+    {"__doc__", (getter)Bound_forward, NULL, NULL, "__doc__"},
+    {"__name__", (getter)Bound_forward, NULL, NULL, "__name__"},
+    {"__qualname__", (getter)Bound_forward, NULL, NULL, "__qualname__"},
+    {"__module__", (getter)Bound_forward, NULL, NULL, "__module__"},
+    {"__wrapped__", (getter)Bound_wrapped, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyObject *Bound_repr(Bound *self) { return PyUnicode_FromFormat("<accelerated %R>", self->fn); }
+
+static PyTypeObject BoundType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "inert._accel.Bound",
+    .tp_basicsize = sizeof(Bound),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(Bound, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_new = Bound_new,
+    .tp_dealloc = (destructor)Bound_dealloc,
+    .tp_traverse = (traverseproc)Bound_traverse,
+    .tp_clear = (inquiry)Bound_clear,
+    .tp_getattro = (getattrofunc)Bound_getattro,
+    .tp_getset = Bound_getset,
+    .tp_repr = (reprfunc)Bound_repr,
 };
 
 static PyObject *formats(PyObject *module, PyObject *unused) {
@@ -829,13 +999,17 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__accel(void) {
-    if (PyType_Ready(&DecoderType) < 0) return NULL;
+    if (PyType_Ready(&DecoderType) < 0 || PyType_Ready(&BoundType) < 0) return NULL;
+    key_accel = PyUnicode_InternFromString("_ACCEL");
+    key_version = PyUnicode_InternFromString("version");
+    if (!key_accel || !key_version) return NULL;
     key_chunk_size = PyUnicode_InternFromString("chunk_size");
     key_verify_checksums = PyUnicode_InternFromString("verify_checksums");
     if (!key_chunk_size || !key_verify_checksums) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
-    if (PyModule_AddObjectRef(m, "Decoder", (PyObject *)&DecoderType) < 0) {
+    if (PyModule_AddObjectRef(m, "Decoder", (PyObject *)&DecoderType) < 0 ||
+        PyModule_AddObjectRef(m, "Bound", (PyObject *)&BoundType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from inert.spec._grammar import Format
 
-__all__ = ["ACCELERATED", "accelerated", "setup_line", "call_lines"]
+__all__ = ["ACCELERATED", "accelerated", "setup_line", "call_lines", "bind_lines"]
 
 #: The formats whose ``decode`` asks the accelerator first.
 ACCELERATED = frozenset({"shm-message", "shm-samples-meta", "shm-descriptor", "checkpoint-metadata", "dump-manifest"})
@@ -47,3 +47,12 @@ def call_lines(fmt: Format, ctx: str) -> str:
         "        if value is not None:\n"
         "            return value\n"
     )
+
+
+def bind_lines(fmt: Format) -> str:
+    """The lines after a message format's ``decode`` that let a call read in C before any Python runs
+    (``inert._accelerator.bind_decode``: the codec's own ``decode`` wherever it is pure Python)."""
+    if not accelerated(fmt) or fmt.magic is not None:
+        return ""
+    params = repr(tuple(fmt.params))
+    return f"\n\ndecode = bind_decode(decode, globals(), {params})\n"

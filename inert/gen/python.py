@@ -835,7 +835,7 @@ def decode(data: Buffer, *, version: int = LATEST{param_sig}) -> Any:
     if off != len(buf):
         raise TrailingBytesError(FORMAT, off, "", f"{{len(buf) - off}} bytes after the end of the value")
     return value
-
+{accel_bind}
 
 def encode(value: Any, *, version: int = LATEST) -> bytes:
     """Encode one ``{name}`` value; raise ``WriteTypeError``/``WriteValueError`` naming the field."""
@@ -990,6 +990,7 @@ def generate(fmt: Format) -> str:
         latest_reader=mod.readers[id(fmt.versions[fmt.latest])],
         accel_setup=c_python.setup_line(fmt, sorted(mod.enums)),
         accel_call=c_python.call_lines(fmt, ctx),
+        accel_bind=c_python.bind_lines(fmt),
     ))
     for part, versions in fmt.parts.items():
         parts.append(
@@ -1007,6 +1008,8 @@ def generate(fmt: Format) -> str:
     text = "".join(parts)
     if c_python.accelerated(fmt):
         text = text.replace("\n    as_bool,\n", "\n    accelerator,\n    as_bool,\n", 1)
+        if c_python.bind_lines(fmt):
+            text = text.replace("\n    as_text,\n", "\n    as_text,\n    bind_decode,\n", 1)
     if _uses_file_elements(fmt):
         text = text.replace("\nfrom inert import _checks\n", _FILE_IMPORTS + "from inert import _checks\n", 1)
     return text.replace("\n\n\n\n", "\n\n\n")
