@@ -156,13 +156,6 @@ static int need(inert_reader *r, size_t off, uint64_t size) {
     return size > r->n - off ? inert_truncated(r, off, size) : 0;
 }
 
-int inert_read_int(inert_reader *r, size_t *off, unsigned width, int64_t *out) {
-    uint64_t u;
-    if (inert_read_uint(r, off, width, &u)) return -1;
-    if (width < 8 && (u >> (8 * width - 1))) u |= ~(uint64_t)0 << (8 * width); /* sign-extend */
-    memcpy(out, &u, sizeof u); /* two's complement */
-    return 0;
-}
 
 int inert_read_float64(inert_reader *r, size_t *off, double *out) {
     uint64_t u;

@@ -208,7 +208,16 @@ static inline int inert_read_uint(inert_reader *r, size_t *off, unsigned width, 
     *off += width;
     return 0;
 }
-int inert_read_int(inert_reader *r, size_t *off, unsigned width, int64_t *out);
+static inline int inert_read_int(inert_reader *r, size_t *off, unsigned width, int64_t *out) {
+    uint64_t u;
+    if (inert_read_uint(r, off, width, &u)) {
+        *out = 0;
+        return -1;
+    }
+    if (width < 8 && (u >> (8 * width - 1))) u |= ~(uint64_t)0 << (8 * width); /* sign-extend */
+    memcpy(out, &u, sizeof u); /* two's complement */
+    return 0;
+}
 int inert_read_float64(inert_reader *r, size_t *off, double *out);
 /* One byte, 0 or 1. */
 int inert_read_bool(inert_reader *r, size_t *off, int *out);

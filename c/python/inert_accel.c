@@ -108,6 +108,7 @@ struct build {
     PyObject *result;
     int failed; /* a Python error, or a value this builder does not make: the codec reads again */
     int top;
+    int lists; /* lists open: the integers of their elements are the ones that repeat (a batch's nbytes) */
     frame stack[MAX_FRAMES];
 };
 
@@ -211,6 +212,7 @@ static void push(build *b, int kind, PyObject *obj, Py_ssize_t count, inert_ext 
     }
     frame *f = &b->stack[b->top++];
     f->kind = kind, f->ext = ext, f->obj = obj, f->key = NULL, f->layout = NULL, f->index = 0, f->count = count;
+    b->lists += kind == F_LIST;
 }
 
 /* Close the open container of `kind` and add it to its parent. */
@@ -221,6 +223,7 @@ static void pop(build *b, int kind) {
         return;
     }
     frame *f = &b->stack[--b->top];
+    b->lists -= kind == F_LIST;
     if (kind == F_OBJECT && !f->obj && !(f->obj = PyDict_New())) {
         fail(b);
         return;
@@ -325,7 +328,7 @@ static void on_null(void *user) { add(user, Py_NewRef(Py_None)); }
 static void on_boolean(void *user, int value) { add(user, PyBool_FromLong(value)); }
 /* The int of `bits` (an int64_t's bits if negative), made once per read when it repeats. */
 static PyObject *int_of(build *b, uint64_t bits, int negative) {
-    if (negative ? (int64_t)bits >= -5 : bits <= 256) /* CPython's own small ints */
+    if (!b->lists || (negative ? (int64_t)bits >= -5 : bits <= 256)) /* outside lists, or CPython's own small ints */
         return negative ? PyLong_FromLongLong((int64_t)bits) : PyLong_FromUnsignedLongLong(bits);
     int_slot *s = &b->d->ints[(bits ^ (bits >> 17) ^ (bits >> 31)) & (INT_SLOTS - 1)];
     if (s->obj && s->read == b->d->reads && s->value == bits && s->negative == negative) return Py_NewRef(s->obj);
@@ -516,7 +519,7 @@ static PyObject *decoder_run(Decoder *self, PyObject *data, PyObject *version_ob
     }
     int spare = b == self->spare;
     self->spare = NULL;
-    b->d = self, b->ctx = ctx, b->result = NULL, b->failed = 0, b->top = 0;
+    b->d = self, b->ctx = ctx, b->result = NULL, b->failed = 0, b->top = 0, b->lists = 0;
     self->reads++;
     int paused = view.len > GC_PAUSE_SIZE && PyGC_Disable();
     inert_error err;
