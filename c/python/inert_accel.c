@@ -155,8 +155,11 @@ static layout *layout_of(Decoder *d, const char *first) {
 
 static void fail(build *b) { b->failed = 1; }
 
-/* Put `value` (a new reference, stolen) where the open container expects it. */
-static void add(build *b, PyObject *value) {
+/* add() where the open container is not a record with its field named, or a list with room (or a failure). */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static void add_other(build *b, PyObject *value) {
     if (!value) {
         fail(b);
         return;
@@ -198,6 +201,26 @@ static void add(build *b, PyObject *value) {
         Py_DECREF(value);
         return;
     }
+}
+
+/* Put `value` (a new reference, stolen) where the open container expects it (inlined: a field's value
+ * or a list's element, the common cases, with no further call). */
+static inline void add(build *b, PyObject *value) {
+    if (value && !b->failed && b->top > 0) {
+        frame *f = &b->stack[b->top - 1];
+        if (f->kind == F_OBJECT && f->key) {
+            int fault = PyDict_SetItem(f->obj, f->key, value);
+            f->key = NULL;
+            Py_DECREF(value);
+            if (fault) fail(b);
+            return;
+        }
+        if (f->kind == F_LIST && f->index < f->count) {
+            PyList_SET_ITEM(f->obj, f->index++, value);
+            return;
+        }
+    }
+    add_other(b, value);
 }
 
 static void push(build *b, int kind, PyObject *obj, Py_ssize_t count, inert_ext ext) {
