@@ -12,6 +12,10 @@ time, best round counting.  Ratios are over ``pickle.loads``:
 Targets (issue 20): samples meta at most 0.5x ``pickle.loads``, ScheduledTask at most 0.1x,
 checkpoint-metadata 70B at most 0.5x GC-off ``pickle.loads``.
 
+Beside them, the floor (``benchmarks/floor.c``, compiled here with the interpreter's compiler): the
+same value made anew through CPython's C API with no input read (presized dicts, the same keys, each
+int made again), what any reader returning these dicts pays at least.
+
 Run: ``python benchmarks/bench_accel.py [--rounds N]`` (the accelerator must be built: ``pip install -e .``
 or ``python setup.py build_ext --inplace``).
 """
@@ -20,8 +24,12 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import pickle
+import subprocess
 import sys
+import sysconfig
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -47,6 +55,24 @@ def rounds(candidates: dict[str, Callable[[], Any]], count: int, inner: int) -> 
                 fn()
             best[name] = min(best[name], (time.process_time_ns() - start) / inner)
     return best
+
+
+def floor_module() -> ModuleType | None:
+    """benchmarks/floor.c built into a temporary directory, or None where it does not compile."""
+    out = Path(tempfile.mkdtemp(prefix="inert-floor-")) / f"floor{sysconfig.get_config_var('EXT_SUFFIX')}"
+    cc = (sysconfig.get_config_var("CC") or "cc").split()
+    source = Path(__file__).resolve().parent / "floor.c"
+    build = subprocess.run(
+        [*cc, "-O2", "-shared", "-fPIC", f"-I{sysconfig.get_paths()['include']}", str(source), "-o", str(out)],
+        capture_output=True, text=True,
+    )
+    if build.returncode:
+        return None
+    spec = importlib.util.spec_from_file_location("floor", out)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def pure(codec: ModuleType, fn: Callable[[], Any]) -> Callable[[], Any]:
@@ -86,25 +112,32 @@ def main() -> None:
     if missing:
         raise SystemExit(f"the accelerator is not bound for {missing}: build it (pip install -e .) and unset INERT_PURE_PYTHON")
 
+    floor = floor_module()
     print(f"load average before: {loadavg()}")
-    print(f"{'input':<36} {'bytes':>8} | {'accel':>9} {'python':>9} {'pickle':>9} | "
-          f"{'acc/pkl':>7} {'py/pkl':>7} {'py/acc':>6}   (ns, CPU)")
+    if floor is None:
+        print("floor: benchmarks/floor.c did not compile; its columns are left out")
+    print(f"{'input':<36} {'bytes':>8} | {'accel':>9} {'python':>9} {'pickle':>9} {'floor':>9} | "
+          f"{'acc/pkl':>7} {'py/pkl':>7} {'py/acc':>6} {'flr/pkl':>7}   (ns, CPU)")
     for message in bench_shm.MESSAGES:
         codec = bench_shm.CODECS[message.format]
         data = codec.encode(message.value)
         pickled = pickle.dumps(message.objects)
-        assert codec.decode(data) == pure(codec, lambda: codec.decode(data))()  # noqa: B023
+        value = codec.decode(data)
+        assert value == pure(codec, lambda: codec.decode(data))()  # noqa: B023
         inner = 2000 if len(data) < 1000 else 20
-        t = rounds(
-            {
-                "accel": lambda: codec.decode(data),  # noqa: B023
-                "python": pure(codec, lambda: codec.decode(data)),  # noqa: B023
-                "pickle": lambda: pickle.loads(pickled),  # noqa: B023
-            },
-            args.rounds, inner,
-        )
-        print(f"{message.name:<36} {len(data):>8} | {t['accel']:>9.0f} {t['python']:>9.0f} {t['pickle']:>9.0f} | "
-              f"{t['accel'] / t['pickle']:>7.3f} {t['python'] / t['pickle']:>7.3f} {t['python'] / t['accel']:>6.1f}")
+        candidates = {
+            "accel": lambda: codec.decode(data),  # noqa: B023
+            "python": pure(codec, lambda: codec.decode(data)),  # noqa: B023
+            "pickle": lambda: pickle.loads(pickled),  # noqa: B023
+        }
+        if floor is not None:
+            assert floor.rebuild(value) == value
+            candidates["floor"] = lambda: floor.rebuild(value)  # noqa: B023
+        t = rounds(candidates, args.rounds, inner)
+        t.setdefault("floor", float("nan"))
+        times = " ".join(f"{t[name]:>9.0f}" for name in ("accel", "python", "pickle", "floor"))
+        print(f"{message.name:<36} {len(data):>8} | {times} | {t['accel'] / t['pickle']:>7.3f} {t['python'] / t['pickle']:>7.3f} "
+              f"{t['python'] / t['accel']:>6.1f} {t['floor'] / t['pickle']:>7.3f}")
 
     metadata = bench_dcp.synthetic_70b()
     data = dumps_metadata(metadata)
