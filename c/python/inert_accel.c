@@ -100,6 +100,7 @@ typedef struct {
     PyObject *texts[TEXT_SLOTS]; /* short strings that repeat through a value (a batch's dtypes), by content */
     int_slot ints[INT_SLOTS];
     unsigned reads; /* reads begun: tells this read's integers from earlier ones' */
+    layout *last; /* the layout of the last record begun (the next one is often of the same kind) */
 } Decoder;
 
 struct build {
@@ -293,7 +294,7 @@ __attribute__((noinline))
 #endif
 static void field_looked_up(build *b, frame *f, const char *name) {
     if (!f->obj) {
-        layout *l = layout_of(b->d, name);
+        layout *l = b->d->last && b->d->last->first == name ? b->d->last : (b->d->last = layout_of(b->d, name));
         if (l && !l->first) l->first = name, l->learner = b->top, l->count = 0; /* this record teaches it */
         f->layout = l, f->index = 0;
         if (!(f->obj = sized_dict(l && !l->learner ? l->count : 0))) {
@@ -376,9 +377,10 @@ static void on_text(void *user, const uint8_t *utf8, size_t len) {
     uint32_t h = 2166136261u; /* FNV-1a: which slot; the slot's string is compared byte for byte */
     for (size_t k = 0; k < len; k++) h = (h ^ utf8[k]) * 16777619u;
     PyObject **s = &b->d->texts[h & (TEXT_SLOTS - 1)];
-    if (*s) {
+    if (*s) { /* the cache holds the strs it made, of ASCII or not: compare their UTF-8 */
         Py_ssize_t have;
-        const char *text = PyUnicode_AsUTF8AndSize(*s, &have);
+        const char *text = PyUnicode_IS_COMPACT_ASCII(*s) ? (have = PyUnicode_GET_LENGTH(*s), (const char *)PyUnicode_DATA(*s))
+                                                          : PyUnicode_AsUTF8AndSize(*s, &have);
         if (text && (size_t)have == len && memcmp(text, utf8, len) == 0) {
             add(b, Py_NewRef(*s));
             return;
@@ -622,6 +624,7 @@ static int Decoder_clear(Decoder *self) {
     memset(self->members, 0, sizeof self->members);
     memset(self->held, 0, sizeof self->held);
     memset(self->layouts, 0, sizeof self->layouts);
+    self->last = NULL;
     for (size_t k = 0; k < TEXT_SLOTS; k++) Py_CLEAR(self->texts[k]);
     for (size_t k = 0; k < INT_SLOTS; k++) Py_CLEAR(self->ints[k].obj);
     return 0;
