@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import math
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -152,6 +153,7 @@ def test_a_message_codecs_decode_reads_in_c_before_any_python(fmt: str) -> None:
     module = _codec(fmt)
     assert module.decode is not _python_decode(module) and module.decode.__name__ == "decode"
     assert module.decode.__doc__ == _python_decode(module).__doc__
+    assert pickle.loads(pickle.dumps(module.decode)) is module.decode  # by name, as a function pickles
     calls: list[tuple[Any, ...]] = []
 
     def python(*args: Any, **kwargs: Any) -> Any:

@@ -800,6 +800,17 @@ static PyGetSetDef Bound_getset[] = {
 
 static PyObject *Bound_repr(Bound *self) { return PyUnicode_FromFormat("<accelerated %R>", self->fn); }
 
+/* Pickled as a function is, by its module and name (the codec's decode, this object again). */
+static PyObject *Bound_reduce(Bound *self, PyObject *unused) {
+    (void)unused;
+    return PyObject_GetAttrString(self->fn, "__qualname__");
+}
+
+static PyMethodDef Bound_methods[] = {
+    {"__reduce__", (PyCFunction)Bound_reduce, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyTypeObject BoundType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "inert._accel.Bound",
@@ -813,6 +824,7 @@ static PyTypeObject BoundType = {
     .tp_clear = (inquiry)Bound_clear,
     .tp_getattro = (getattrofunc)Bound_getattro,
     .tp_getset = Bound_getset,
+    .tp_methods = Bound_methods,
     .tp_repr = (reprfunc)Bound_repr,
 };
 
