@@ -231,7 +231,7 @@ static void v_bytearray(void *u, const uint8_t *p, size_t n) {
 
 static const inert_visitor tree_visitor = {
     v_begin_object, v_end, v_field, v_begin_array, v_end, v_null, v_boolean, v_int64, v_uint64, v_float64,
-    v_text, v_bytes, v_tag, v_begin_map, v_end, v_begin_ext, v_end, v_complex, v_bytearray, NULL,
+    v_text, v_bytes, v_tag, v_begin_map, v_end, v_begin_ext, v_end, v_complex, v_bytearray,
 };
 
 /* ---- Python equality of hashable values (map keys, set members) -------------------------------- */

@@ -50,10 +50,10 @@ def test_every_record_with_a_hand_written_check_has_declared_rules() -> None:
             assert not record.checks or id(record.checks) in covered, f"{fmt.name}: {record.typename} has no declared rules"
 
 
-def test_the_rules_held_only_in_python_are_the_known_ones() -> None:
-    """A rule whose check is a named Python check (no expression) is one the C readers do not make."""
+def test_every_rule_on_a_record_is_an_expression() -> None:
+    """No rule on a record is held only as a Python function: the generators compile every one."""
     python_only = {rule.id for fmt in FORMATS.values() for rule in fmt.declared if rule.on and rule.check.startswith("check:")}
-    assert python_only == {"dump-manifest.nested-shapes", "dump-manifest.dimension"}
+    assert python_only == set()
 
 
 def test_rule_expressions_agree_with_the_hand_written_checks(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -70,12 +70,7 @@ def test_rule_expressions_agree_with_the_hand_written_checks(monkeypatch: pytest
             fmt, record, rules = entry
             env = _rule_expr.environment(fmt, record, fields, ctx)
             declared = None
-            for rule, steps in rules:
-                if not steps:  # held only in Python: the hand-written check's fault may be this rule's
-                    if result is not None and rule.matches("invalid-value", result[0], result[1]):
-                        declared = result[0]
-                        break
-                    continue
+            for _rule, steps in rules:
                 declared = _rule_expr.first_fault(steps, env)
                 if declared is not None:
                     break

@@ -11,9 +11,8 @@
  * It only ever returns a value the Python reader would return.  Where the C reader refuses the input,
  * or the value holds something this builder does not make (a typed extension of a value document),
  * decode returns None and the codec reads the input again in Python: the error raised is the Python
- * reader's own (kind, offset, field, reason).  Rules the grammar holds only as Python functions are
- * run on the record just built (the visitor's held_rule), first their quick test (`accept`), then,
- * when it fails, the rule itself.
+ * reader's own (kind, offset, field, reason).  The C readers check every rule of the grammar
+ * (spec/_rule_expr.py compiled): nothing is left for Python to check on a value built here.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -29,7 +28,7 @@
 /* Inputs above this size are built with the garbage collector paused: the values hold no cycles, and a
  * collection while a few hundred containers are made costs a tenth of the build. */
 #define GC_PAUSE_SIZE 1024
-/* Pointer-keyed caches (field names, enum members, rules): a power of two. */
+/* Pointer-keyed caches (field names, enum members): a power of two. */
 #define CACHE_SLOTS 256
 /* Short strings kept by content (at most TEXT_CACHED bytes), one per slot: a power of two. */
 #define TEXT_SLOTS 64
@@ -70,10 +69,8 @@ typedef struct {
     const inert_format_entry *entry;
     build *spare; /* the state of a read, kept between calls (NULL while one is running) */
     PyObject *enums; /* enum name -> {int: member} (the codec's tables) */
-    PyObject *rules; /* rule name -> (accept or None, check) */
     slot names[CACHE_SLOTS];
     slot members[CACHE_SLOTS];
-    slot held[CACHE_SLOTS];
     slot sizes[CACHE_SLOTS]; /* a record's field count by its first field: its dict is made that size */
     PyObject *texts[TEXT_SLOTS]; /* short strings that repeat through a value (a batch's dtypes), by content */
 } Decoder;
@@ -335,59 +332,10 @@ static void on_bytearray(void *user, const uint8_t *data, size_t len) {
     add(user, PyByteArray_FromStringAndSize((const char *)data, (Py_ssize_t)len));
 }
 
-/* The rule's (accept, check) pair (borrowed), or NULL. */
-static PyObject *rule_of(build *b, const char *rule) {
-    slot *s = lookup(b->d->held, rule, 0);
-    if (s && s->key) return s->obj;
-    PyObject *pair = PyDict_GetItemString(b->d->rules, rule); /* borrowed */
-    if (!pair || !PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) return NULL;
-    if (s) s->key = rule, s->value = 0, s->obj = Py_NewRef(pair);
-    return pair;
-}
-
-static int on_held_rule(void *user, const char *rule, uint64_t start) {
-    build *b = user;
-    (void)start;
-    if (b->failed) return 1;
-    if (b->top == 0 || b->stack[b->top - 1].kind != F_OBJECT) {
-        fail(b);
-        return 1;
-    }
-    frame *f = &b->stack[b->top - 1];
-    if (!f->obj && !(f->obj = PyDict_New())) {
-        fail(b);
-        return 1;
-    }
-    PyObject *pair = rule_of(b, rule);
-    if (!pair) { /* a rule the codec did not give: the Python reader decides */
-        fail(b);
-        return 1;
-    }
-    PyObject *args[2] = {b->stack[b->top - 1].obj, b->ctx};
-    PyObject *accept = PyTuple_GET_ITEM(pair, 0);
-    if (accept != Py_None) {
-        PyObject *quick = PyObject_Vectorcall(accept, args, 2, NULL);
-        int ok = quick ? PyObject_IsTrue(quick) : -1;
-        Py_XDECREF(quick);
-        if (ok == 1) return 0;
-        if (ok < 0) {
-            PyErr_Clear(); /* the quick test raised: the rule itself decides */
-        }
-    }
-    PyObject *fault = PyObject_Vectorcall(PyTuple_GET_ITEM(pair, 1), args, 2, NULL);
-    if (!fault) {
-        fail(b);
-        return 1;
-    }
-    int refused = fault != Py_None;
-    Py_DECREF(fault);
-    return refused; /* refused: the codec reads again for the error */
-}
-
 static const inert_visitor builder = {
     on_begin_object, on_end_object, on_field, on_begin_array, on_end_array, on_null, on_boolean,
     on_int64, on_uint64, on_float64, on_text, on_bytes, on_tag, on_begin_map, on_end_map,
-    on_begin_ext, on_end_ext, on_complex, on_bytearray, on_held_rule,
+    on_begin_ext, on_end_ext, on_complex, on_bytearray,
 };
 
 /* -- the Decoder type -- */
@@ -476,10 +424,10 @@ static PyMethodDef Decoder_methods[] = {
 };
 
 static int Decoder_init(Decoder *self, PyObject *args, PyObject *kwargs) {
-    static char *keywords[] = {"format", "enums", "rules", NULL};
+    static char *keywords[] = {"format", "enums", NULL};
     const char *name;
-    PyObject *enums, *rules;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sO!O!", keywords, &name, &PyDict_Type, &enums, &PyDict_Type, &rules))
+    PyObject *enums;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sO!", keywords, &name, &PyDict_Type, &enums))
         return -1;
     self->entry = inert_format(name);
     if (!self->entry) {
@@ -491,29 +439,21 @@ static int Decoder_init(Decoder *self, PyObject *args, PyObject *kwargs) {
         return -1;
     }
     Py_XSETREF(self->enums, Py_NewRef(enums));
-    Py_XSETREF(self->rules, Py_NewRef(rules));
     return 0;
 }
 
 static int Decoder_traverse(Decoder *self, visitproc visit, void *arg) {
     Py_VISIT(self->enums);
-    Py_VISIT(self->rules);
-    for (size_t k = 0; k < CACHE_SLOTS; k++) {
-        Py_VISIT(self->members[k].obj);
-        Py_VISIT(self->held[k].obj);
-    }
+    for (size_t k = 0; k < CACHE_SLOTS; k++) Py_VISIT(self->members[k].obj);
     return 0;
 }
 
 static int Decoder_clear(Decoder *self) {
     Py_CLEAR(self->enums);
-    Py_CLEAR(self->rules);
     clear_table(self->names);
     clear_table(self->members);
-    clear_table(self->held);
     memset(self->names, 0, sizeof self->names);
     memset(self->members, 0, sizeof self->members);
-    memset(self->held, 0, sizeof self->held);
     memset(self->sizes, 0, sizeof self->sizes);
     for (size_t k = 0; k < TEXT_SLOTS; k++) Py_CLEAR(self->texts[k]);
     return 0;
@@ -531,7 +471,7 @@ static PyTypeObject DecoderType = {
     .tp_name = "inert._accel.Decoder",
     .tp_basicsize = sizeof(Decoder),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "Decoder(format, enums, rules): a generated C reader building the generated Python codec's values.",
+    .tp_doc = "Decoder(format, enums): a generated C reader building the generated Python codec's values.",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Decoder_init,
     .tp_dealloc = (destructor)Decoder_dealloc,
