@@ -21,6 +21,7 @@
 
 #include "inert_formats.h"
 #include "inert_runtime.h"
+#include "inert_value_types.h"
 #include "inert_writers.h"
 
 /* Records nest 64 deep at most and value documents 256: each level is one or two frames. */
@@ -498,6 +499,7 @@ typedef struct {
     size_t nblocks, capblocks;
     Py_buffer *views;
     size_t nviews, capviews;
+    PyObject *refs; /* a list of the objects made here that the tree points into (a BytesIO's value) */
 } arena;
 
 static void *arena_alloc(arena *a, size_t count, size_t size) {
@@ -517,6 +519,113 @@ static void arena_free(arena *a) {
     for (size_t k = 0; k < a->nviews; k++) PyBuffer_Release(&a->views[k]);
     PyMem_Free(a->blocks);
     PyMem_Free(a->views);
+    Py_XDECREF(a->refs);
+}
+
+/* A buffer's bytes, held by the arena until the write is done. */
+static int view_of(arena *a, PyObject *obj, const uint8_t **data, size_t *len) {
+    if (a->nviews == a->capviews) {
+        size_t cap = a->capviews ? 2 * a->capviews : 8;
+        Py_buffer *grown = PyMem_Realloc(a->views, cap * sizeof *grown);
+        if (!grown) return (PyErr_NoMemory(), -1);
+        a->views = grown, a->capviews = cap;
+    }
+    if (PyObject_GetBuffer(obj, &a->views[a->nviews], PyBUF_SIMPLE)) return -1;
+    Py_buffer *view = &a->views[a->nviews++];
+    *data = view->buf, *len = (size_t)view->len;
+    return 0;
+}
+
+/* The classes of the typed extensions (inert._value_types) and io.BytesIO, looked up once. */
+static PyObject *typed_classes[6]; /* ArrayValue, SizeValue, DTypeValue, DeviceValue, ObjectValue, BytesIO */
+
+static int load_typed_classes(void) {
+    if (typed_classes[0]) return 0;
+    static const char *const names[5] = {"ArrayValue", "SizeValue", "DTypeValue", "DeviceValue", "ObjectValue"};
+    PyObject *types = PyImport_ImportModule("inert._value_types"), *io = types ? PyImport_ImportModule("io") : NULL;
+    PyObject *found[6] = {0};
+    for (int k = 0; io && k < 5; k++) found[k] = PyObject_GetAttrString(types, names[k]);
+    if (io) found[5] = PyObject_GetAttrString(io, "BytesIO");
+    Py_XDECREF(types);
+    Py_XDECREF(io);
+    for (int k = 0; k < 6; k++)
+        if (!found[k]) {
+            for (int j = 0; j < 6; j++) Py_XDECREF(found[j]);
+            return -1;
+        }
+    memcpy(typed_classes, found, sizeof found);
+    return 0;
+}
+
+/* A DType value by its name (0: none). */
+static uint64_t dtype_code(PyObject *name) {
+    const char *text = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+    if (!text) return (PyErr_Clear(), 0);
+    for (uint64_t k = 1; k <= INERT_DTYPE_COUNT; k++)
+        if (strcmp(text, inert_dtype_names[k]) == 0) return k;
+    return 0;
+}
+
+static int tree_of(arena *a, PyObject *obj, inert_value *out, int depth);
+
+/* A typed value (inert._value_types, io.BytesIO) as a tree node: 1 done, 0 not one, -1 a Python error. */
+static int typed_tree(arena *a, PyObject *obj, inert_value *out, int depth) {
+    if (load_typed_classes()) return -1;
+    PyObject *type = (PyObject *)Py_TYPE(obj);
+    int which = -1;
+    for (int k = 0; k < 6; k++)
+        if (type == typed_classes[k]) which = k;
+    if (which < 0) return 0;
+    static const char *const attrs[5][4] = {
+        {"dtype", "shape", "data", "scalar"}, {"dims"}, {"name"}, {"type", "index"}, {"name", "state"},
+    };
+    PyObject *got[4] = {0};
+    int fault = 0;
+    if (which == 5) {
+        if (!a->refs && !(a->refs = PyList_New(0))) return -1;
+        PyObject *value = PyObject_CallMethod(obj, "getvalue", NULL);
+        fault = !value || PyList_Append(a->refs, value) || view_of(a, value, &out->data, &out->len);
+        Py_XDECREF(value);
+        out->kind = INERT_VALUE_BYTESIO;
+        return fault ? -1 : 1;
+    }
+    for (int k = 0; k < 4 && !fault && attrs[which][k]; k++) fault = !(got[k] = PyObject_GetAttrString(obj, attrs[which][k]));
+    inert_value seq;
+    memset(&seq, 0, sizeof seq);
+    if (!fault) switch (which) {
+    case 0: /* ArrayValue: its shape a tuple of dims, its data any bytes-like */
+        out->u = dtype_code(got[0]);
+        fault = tree_of(a, got[1], &seq, depth + 1) || view_of(a, got[2], &out->data, &out->len);
+        out->items = seq.items, out->count = seq.count;
+        out->kind = PyObject_IsTrue(got[3]) ? INERT_VALUE_ARRAY_SCALAR : INERT_VALUE_ARRAY;
+        break;
+    case 1: /* SizeValue */
+        fault = tree_of(a, got[0], &seq, depth + 1);
+        out->kind = INERT_VALUE_TORCH_SIZE, out->items = seq.items, out->count = seq.count;
+        break;
+    case 2: /* DTypeValue */
+        out->kind = INERT_VALUE_TORCH_DTYPE, out->u = dtype_code(got[0]);
+        break;
+    default: { /* DeviceValue (index None or an int), ObjectValue (its state one value) */
+        inert_value *items = arena_alloc(a, 1, sizeof *items), text;
+        if (!items) {
+            PyErr_NoMemory();
+            fault = 1;
+            break;
+        }
+        fault = tree_of(a, got[0], &text, depth + 1);
+        if (!fault && text.kind != INERT_VALUE_TEXT) {
+            PyErr_SetString(PyExc_TypeError, "a device type or registered name is a str");
+            fault = 1;
+        }
+        out->data = text.data, out->len = text.len, out->items = items;
+        out->count = which == 3 && got[1] == Py_None ? 0 : 1;
+        if (!fault && out->count) fault = tree_of(a, got[1], items, depth + 1);
+        out->kind = which == 3 ? INERT_VALUE_TORCH_DEVICE : INERT_VALUE_REGISTERED;
+    }
+    }
+    for (int k = 0; k < 4; k++) Py_XDECREF(got[k]);
+    return fault ? -1 : 1;
 }
 
 /* Whether every key of the dict is a str without NUL (an object of named members). */
@@ -583,15 +692,8 @@ static int tree_of(arena *a, PyObject *obj, inert_value *out, int depth) {
     } else if (PyBytes_Check(obj)) {
         out->kind = INERT_VALUE_BYTES, out->data = (const uint8_t *)PyBytes_AS_STRING(obj), out->len = (size_t)PyBytes_GET_SIZE(obj);
     } else if (PyObject_CheckBuffer(obj)) {
-        if (a->nviews == a->capviews) {
-            size_t cap = a->capviews ? 2 * a->capviews : 8;
-            Py_buffer *grown = PyMem_Realloc(a->views, cap * sizeof *grown);
-            if (!grown) return (PyErr_NoMemory(), -1);
-            a->views = grown, a->capviews = cap;
-        }
-        if (PyObject_GetBuffer(obj, &a->views[a->nviews], PyBUF_SIMPLE)) return -1;
-        Py_buffer *view = &a->views[a->nviews++];
-        out->kind = INERT_VALUE_BYTES, out->data = view->buf, out->len = (size_t)view->len;
+        if (view_of(a, obj, &out->data, &out->len)) return -1;
+        out->kind = INERT_VALUE_BYTES;
     } else if (PyList_Check(obj) || PyTuple_Check(obj)) {
         Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
         inert_value *items = arena_alloc(a, (size_t)n, sizeof *items);
@@ -624,8 +726,12 @@ static int tree_of(arena *a, PyObject *obj, inert_value *out, int depth) {
         }
         out->kind = INERT_VALUE_OBJECT, out->members = members, out->count = (size_t)k;
     } else {
-        PyErr_Format(PyExc_TypeError, "no value tree for %s", Py_TYPE(obj)->tp_name);
-        return -1;
+        int typed = typed_tree(a, obj, out, depth);
+        if (typed < 0) return -1;
+        if (!typed) {
+            PyErr_Format(PyExc_TypeError, "no value tree for %s", Py_TYPE(obj)->tp_name);
+            return -1;
+        }
     }
     return 0;
 }

@@ -5,8 +5,8 @@ A generated writer walks the grammar as the Python encoder does, taking its valu
 same bytes; then the format's generated C reader reads them back, so whatever the reader's rules
 refuse, the writer refuses.  Written: ``shm-message`` and ``shm-samples-meta`` (what a C++ data
 loader worker sends) and ``checkpoint-shard`` records (what a C++ checkpoint writer writes); value
-documents in the canonical MessagePack form, except the typed extensions (numpy, torch, registered
-objects), which a value tree cannot hold.
+documents in the canonical MessagePack form, the typed extensions (numpy arrays and scalars, torch
+Size, dtype and device, BytesIO, registered objects) included (``c/inert_writer.c``).
 ``c/inert_writers.{h,c}`` is the registry, by the conformance name.
 """
 
