@@ -80,6 +80,25 @@ def test_the_c_testee_passes_the_whole_corpus_with_no_failure_list(testee: str) 
     assert unsupported == encodes, summary[-3:]
 
 
+def test_the_c_testee_reads_every_format_part_and_version_of_the_grammar(testee: str) -> None:
+    """Hidden vectors of any format reach a generated reader: the testee answers a decode of every format, part
+    and version the grammar declares (an empty input: refused, never unsupported), as the Python reader does."""
+    from inert.spec import FORMATS
+
+    asked = 0
+    with CTestee([testee], timeout=30) as c_reader:
+        for fmt in FORMATS.values():
+            for part, versions in [(None, fmt.versions), *fmt.parts.items()]:
+                name = fmt.name if part is None else f"{fmt.name}.{part}"
+                for version in versions:
+                    response = c_reader.ask(Request("decode", name, version, b"", {}))
+                    expected = _python_outcome(name, version, b"", {})
+                    assert response.result == "reject" and expected is not None, (name, version, response.describe())
+                    assert response.kind == expected[0], (name, version, response.describe(), expected)
+                    asked += 1
+    assert asked >= 13, asked
+
+
 def _python_outcome(fmt: str, version: int, data: bytes, params: dict[str, object]) -> tuple[str, int, str] | None:
     try:
         inert_generated.decode(fmt, version, data, dict(params))

@@ -35,7 +35,7 @@ def test_c_writer_bytes_equal_the_python_encoder_on_every_accept_vector(name: st
     entry = REGISTRY[name]
     compared = accepted = 0
     for vector in load_corpus(formats=[name]):
-        if vector.value is not None or vector.accepted is None:
+        if vector.value is not None or vector.accepted is None or vector.format != name:  # not its parts' vectors
             continue
         accepted += 1
         value = codec(entry).decode(vector.data, version=vector.version, **vector.params)
