@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
 # Fuzz the generated C readers with libFuzzer, AddressSanitizer and UBSan (needs clang):
 #   c/fuzz.sh SECONDS [TARGET ...]     (default: every reader; a target is a format or <format>.<part>)
+#   c/fuzz.sh --runs N [TARGET ...]    (N executions per reader instead of a time bound: the long campaign)
 # Each target starts from the committed seeds of fuzz/corpus/<target>/ and its dictionary in
 # fuzz/dicts/, grows its corpus in c/build/fuzz-work/<target>/, and writes any crashing input there.
 # Prints executions and executions per second per target; exits 1 if any target found something.
 set -euo pipefail
 cd "$(dirname "$0")"
-seconds=${1:?usage: c/fuzz.sh SECONDS [TARGET ...]}
-shift
+bound=()
+if [ "${1:-}" = --runs ]; then
+    bound=(-runs="${2:?usage: c/fuzz.sh --runs N [TARGET ...]}")
+    shift 2
+else
+    bound=(-max_total_time="${1:?usage: c/fuzz.sh SECONDS|--runs N [TARGET ...]}")
+    shift
+fi
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
     targets=(checkpoint-metadata checkpoint-shard checkpoint-shard.record checkpoint-shard.inflated dump-manifest dump-shard
@@ -22,7 +29,7 @@ for target in "${targets[@]}"; do
     if [ -d "../fuzz/corpus/$target" ]; then args+=("../fuzz/corpus/$target"); fi
     if [ -f "../fuzz/dicts/$target.dict" ]; then args+=("-dict=../fuzz/dicts/$target.dict"); fi
     log=$work/log.txt
-    if build/fuzz/"$target" "$work" "${args[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+    if build/fuzz/"$target" "$work" "${args[@]}" "${bound[@]}" -timeout=10 -rss_limit_mb=2048 \
         -print_final_stats=1 -artifact_prefix="$work/" >"$log" 2>&1; then
         result=ok
     else

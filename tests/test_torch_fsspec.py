@@ -18,7 +18,7 @@ import ranks
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-from dcp_features import needs_checkpoint_id, needs_one_process_async_save, needs_one_process_dcp_load
+from dcp_features import ZStandard, needs_checkpoint_id, needs_one_process_async_save, needs_one_process_dcp_load, needs_zstandard
 from s3_server import KINDS, NO_RETRIES, FaultProxy, S3Server, location
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
 
@@ -177,10 +177,8 @@ def test_a_flipped_byte_in_an_object_is_a_checksum_error(s3: S3Server) -> None:
     assert isinstance(error, TruncatedError) and "ends beyond" in str(error), repr(error)
 
 
+@needs_zstandard
 def test_zstandard_extension_writes_compressed_records_to_s3(s3: S3Server) -> None:
-    # a capability gate: DCP's stream extensions exist from 2.8
-    ZStandard = pytest.importorskip("torch.distributed.checkpoint._extension").ZStandard  # noqa: N806
-
     url = f"s3://{s3.new_bucket()}/ckpt"
     saved = state_of(*model_and_adam())
     saved["zeros"] = torch.zeros(1 << 20)  # compresses to almost nothing
