@@ -90,7 +90,7 @@ static int as_u64(const inert_value *v, uint64_t *out) {
 
 int inert_write_uint(inert_writer *w, const inert_value *v, unsigned width, uint64_t high) {
     uint64_t u;
-    if (v->kind != INERT_VALUE_INT && v->kind != INERT_VALUE_UINT) return inert_write_fail(w, INERT_WRITE_TYPE, "", "expected int");
+    if (v->kind != INERT_VALUE_INT && v->kind != INERT_VALUE_UINT && v->kind != INERT_VALUE_BIGINT) return inert_write_fail(w, INERT_WRITE_TYPE, "", "expected int");
     if (as_u64(v, &u) || u > high)
         return inert_write_fail(w, INERT_WRITE_VALUE, "", "outside the range 0..%llu", (unsigned long long)high);
     inert_put_le(w, u, width);
@@ -101,7 +101,7 @@ int inert_write_int(inert_writer *w, const inert_value *v, unsigned width, int64
     int64_t i;
     if (v->kind == INERT_VALUE_INT) i = v->i;
     else if (v->kind == INERT_VALUE_UINT && v->u <= (uint64_t)INT64_MAX) i = (int64_t)v->u;
-    else if (v->kind == INERT_VALUE_UINT) i = INT64_MAX, low = 0, high = -1; /* beyond any signed range */
+    else if (v->kind == INERT_VALUE_UINT || v->kind == INERT_VALUE_BIGINT) i = INT64_MAX, low = 0, high = -1; /* beyond any signed range */
     else return inert_write_fail(w, INERT_WRITE_TYPE, "", "expected int");
     if (i < low || i > high)
         return inert_write_fail(w, INERT_WRITE_VALUE, "", "outside the range %lld..%lld", (long long)low, (long long)high);
@@ -114,6 +114,7 @@ int inert_write_float64(inert_writer *w, const inert_value *v) {
     if (v->kind == INERT_VALUE_FLOAT) f = v->f;
     else if (v->kind == INERT_VALUE_INT) f = (double)v->i;
     else if (v->kind == INERT_VALUE_UINT) f = (double)v->u;
+    else if (v->kind == INERT_VALUE_BIGINT) f = v->f;
     else return inert_write_fail(w, INERT_WRITE_TYPE, "", "expected float");
     uint64_t bits;
     memcpy(&bits, &f, 8);
@@ -140,7 +141,7 @@ int inert_write_tag(inert_writer *w, const inert_value *v, unsigned width, const
             return 0;
         }
     }
-    if (v->kind != INERT_VALUE_INT && v->kind != INERT_VALUE_UINT && v->kind != INERT_VALUE_TEXT)
+    if (v->kind != INERT_VALUE_INT && v->kind != INERT_VALUE_UINT && v->kind != INERT_VALUE_TEXT && v->kind != INERT_VALUE_BIGINT)
         return inert_write_fail(w, INERT_WRITE_TYPE, "", "expected %s", enum_name);
     return inert_write_fail(w, INERT_WRITE_VALUE, "", "unknown %s", enum_name);
 }
@@ -442,6 +443,7 @@ static int pack(inert_writer *w, const inert_value *v, unsigned depth, unsigned 
         else put_be(w, 0xc6, v->len, 4);
         inert_put(w, v->data, v->len);
         return 0;
+    case INERT_VALUE_BIGINT: return inert_write_fail(w, INERT_WRITE_VALUE, "", "int outside the 64-bit range");
     case INERT_VALUE_COMPLEX: return pack_ext(w, 2, v, depth, max_depth);
     case INERT_VALUE_BYTEARRAY: return pack_ext(w, 3, v, depth, max_depth);
     case INERT_VALUE_BYTESIO:

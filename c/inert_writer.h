@@ -47,7 +47,10 @@ typedef enum {
     INERT_VALUE_TORCH_SIZE,   /* items, count: dims (INT or UINT, 0 to 2**63 - 1, at most 64) */
     INERT_VALUE_TORCH_DTYPE,  /* u: dtype */
     INERT_VALUE_TORCH_DEVICE, /* data, len: its type ([a-z][a-z0-9_]*, 1 to 32); items, count: none, or its index (0 to 2**31 - 1) */
-    INERT_VALUE_REGISTERED    /* data, len: the name it is registered under (1 to 256 bytes of UTF-8); items, count 1: its state */
+    INERT_VALUE_REGISTERED,   /* data, len: the name it is registered under (1 to 256 bytes of UTF-8); items, count 1: its state */
+    /* An integer beyond 64 bits (a Python int the caller gave): f, its nearest double, is what a float64
+     * field takes; any other field or value document refuses it (write-value), as the Python writers do. */
+    INERT_VALUE_BIGINT
 } inert_value_kind;
 
 typedef struct inert_value inert_value;

@@ -71,10 +71,14 @@ def test_the_c_testee_passes_the_whole_corpus_with_no_failure_list(testee: str) 
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert re.search(r"^\d+ passed, 0 failed$", result.stdout, re.M), result.stdout[-2000:]
-    # Only encoding is unsupported (the C writers are not generated yet): every decode test ran.
+    # Only encoding a format without a C writer is unsupported: every decode test ran, and every encode test of
+    # the formats with a C writer (shm-message, shm-samples-meta, checkpoint-shard files and records).
+    from inert.gen.c_writer import WRITTEN
+
+    written = {fmt if part is None else f"{fmt}.{part}" for fmt, parts in WRITTEN.items() for part in parts}
     summary = result.stdout.strip().splitlines()
     unsupported = int(re.search(r"^(\d+) unsupported, ", result.stdout, re.M).group(1))  # type: ignore[union-attr]
-    vectors = load_corpus()
+    vectors = [v for v in load_corpus() if v.format not in written]
     checked = [v for v in vectors if v.params.get("verify_checksums") is not False]
     encodes = sum(v.value is not None for v in vectors) + sum(v.accepted is not None for v in checked)
     assert unsupported == encodes, summary[-3:]

@@ -17,6 +17,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <math.h>
 #include <string.h>
 
 #include "inert_formats.h"
@@ -660,9 +661,17 @@ static int tree_of(arena *a, PyObject *obj, inert_value *out, int depth) {
         if (!overflow) {
             out->kind = INERT_VALUE_INT, out->i = i;
         } else {
-            unsigned long long u = PyLong_AsUnsignedLongLong(obj);
-            if (u == (unsigned long long)-1 && PyErr_Occurred()) return -1;
-            out->kind = INERT_VALUE_UINT, out->u = u;
+            unsigned long long u = overflow > 0 ? PyLong_AsUnsignedLongLong(obj) : 0;
+            if (overflow < 0 || (u == (unsigned long long)-1 && PyErr_Occurred())) { /* beyond 64 bits */
+                PyErr_Clear();
+                out->kind = INERT_VALUE_BIGINT, out->f = PyLong_AsDouble(obj);
+                if (out->f == -1.0 && PyErr_Occurred()) { /* beyond a double too: only its sign matters */
+                    PyErr_Clear();
+                    out->f = overflow > 0 ? HUGE_VAL : -HUGE_VAL;
+                }
+            } else {
+                out->kind = INERT_VALUE_UINT, out->u = u;
+            }
         }
     } else if (PyFloat_Check(obj)) {
         out->kind = INERT_VALUE_FLOAT, out->f = PyFloat_AS_DOUBLE(obj);
