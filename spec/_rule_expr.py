@@ -475,6 +475,9 @@ def columns(fmt: Any) -> dict[tuple[str, str], int]:
                             if ".".join(chain) not in unions:
                                 raise RuleSyntaxError(f"{typename}: {'.'.join(chain)} is no field of a union")
                             union, name, _sub = unions[".".join(chain)]
+                            places = sum(sub is union for r in records.values() for _, sub in r.fields)
+                            if places != 1:  # one item per union read: its column must be one array's
+                                raise RuleSyntaxError(f"{typename}: {'.'.join(chain)}: the union is read in {places} places")
                             keys.add((union.typename, name))
                         else:
                             keys.add((array.element.typename, node.attr))

@@ -145,7 +145,7 @@ def test_the_c_readers_check_every_rule() -> None:
         assert "inert_held_rule" not in path.read_text(), path.name
 
 
-# -- differential: damaged corpus inputs, the C reader against the grammar without its Python-only rules --
+# -- differential: damaged corpus inputs, the C reader against the interpreted grammar --
 
 
 def _mutants(data: bytes, rng: random.Random, count: int) -> list[bytes]:
