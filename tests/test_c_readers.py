@@ -19,6 +19,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from dump_manifests import faulty_manifest
 from inert.conformance._corpus import load_corpus
 from inert.conformance._protocol import Request
 from inert.conformance._testee import Testee as CTestee
@@ -202,34 +203,6 @@ def test_c_reader_agrees_with_the_grammar_on_damaged_inputs(testee: str) -> None
     assert rejected > 1000 and accepted > 30, (rejected, accepted)
 
 
-def _faulty_manifest(rng: random.Random) -> bytes:
-    """A dump manifest with one to four faults of the cross references (the order of the rules decides which
-    one is named), among them every fault of dump-manifest.dimension and nested-shapes."""
-    from inert.conformance._vectors_dump_manifest import manifest_file, representative
-
-    huge = rng.choice((1 << 63, (1 << 64) - 1))
-    edits = [
-        lambda m: m["fields"][0]["layout"].update(shape=[2, huge]),
-        lambda m: m["fields"][1]["layout"].update(ndim=rng.choice((0, 2))),
-        lambda m: m["fields"][rng.randrange(3)].update(name="ids"),
-        lambda m: m["keys"][rng.randrange(3)].update(key="a"),
-        lambda m: m["keys"][rng.randrange(3)].update(fields=rng.choice(([1, 0], [0, 3], [2, 1], [1]))),
-        lambda m: m["keys"][rng.randrange(3)].update(fields=rng.choice(([0], [0, 2], []))),
-        lambda m: m["keys"][rng.randrange(3)].update(nested_shapes=rng.choice(([], [[1], [2]], [[1, 2]], [[]]))),
-        lambda m: m["keys"][rng.randrange(3)]["nested_shapes"].append([huge, 1][: rng.randrange(1, 3)]),
-        lambda m: m["keys"][rng.randrange(3)].update(nested_shapes=[[rng.choice((0, huge))]]),
-        lambda m: m["shards"][rng.randrange(2)].update(file=rng.choice(("MANIFEST", "rows-1.ids", ".x"))),
-        lambda m: m["shards"][1].update(rows=[rng.choice((0, 1, 5))]),
-        lambda m: m["shards"][0].update(offsets=[64, rng.choice((256, 320, 0))]),
-    ]
-    m = representative()
-    m["fields"].append({"name": "pixels", "layout": {"kind": "NESTED", "dtype": "UINT8", "ndim": 3}})
-    m["keys"][2].update(fields=[0, 1, 2, 3], nested_shapes=[[0], [2, 2, 3]])
-    for edit in rng.sample(edits, rng.randint(1, 4)):
-        edit(m)
-    return manifest_file(m).data
-
-
 def test_c_reader_names_the_fault_python_names_when_manifests_break_several_rules(testee: str) -> None:
     """2,000 dump manifests breaking several cross-reference rules at once: the C reader (the rules' expressions
     compiled) and the Python reader (inert/_checks.py) name the same first fault."""
@@ -237,7 +210,7 @@ def test_c_reader_names_the_fault_python_names_when_manifests_break_several_rule
     fields: set[str] = set()
     with CTestee([testee], timeout=30) as c_reader:
         for _ in range(2000):
-            data = _faulty_manifest(rng)
+            data = faulty_manifest(rng)
             response = c_reader.ask(Request("decode", "dump-manifest", 1, data, {}))
             expected = _python_outcome("dump-manifest", 1, data, {})
             if expected is None:
