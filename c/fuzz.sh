@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fuzz the generated C readers with libFuzzer, AddressSanitizer and UBSan (needs clang):
-#   c/fuzz.sh SECONDS [TARGET ...]     (default: every reader; a target is a format or <format>.<part>)
+#   c/fuzz.sh SECONDS [TARGET ...]     (default: every reader; a target is a format or <format>.<part>,
+#                                       or write-<format> for a writer: read, write back, compare the bytes)
 #   c/fuzz.sh --runs N [TARGET ...]    (N executions per reader instead of a time bound: the long campaign)
 # Each target starts from the committed seeds of fuzz/corpus/<target>/ and its dictionary in
 # fuzz/dicts/, grows its corpus in c/build/fuzz-work/<target>/, and writes any crashing input there.
@@ -20,14 +21,15 @@ if [ ${#targets[@]} -eq 0 ]; then
     targets=(checkpoint-metadata checkpoint-shard checkpoint-shard.record checkpoint-shard.inflated dump-manifest dump-shard
              dump-shard.record shm-descriptor shm-message shm-samples-meta)
 fi
-make -s fuzz
+make -s fuzz fuzz-writers
 status=0
 for target in "${targets[@]}"; do
     work=build/fuzz-work/$target
     mkdir -p "$work"
     args=()  # a reader without committed seeds or a dictionary starts from nothing
-    if [ -d "../fuzz/corpus/$target" ]; then args+=("../fuzz/corpus/$target"); fi
-    if [ -f "../fuzz/dicts/$target.dict" ]; then args+=("-dict=../fuzz/dicts/$target.dict"); fi
+    format=${target#write-}  # a writer starts from its format's seeds and dictionary
+    if [ -d "../fuzz/corpus/$format" ]; then args+=("../fuzz/corpus/$format"); fi
+    if [ -f "../fuzz/dicts/$format.dict" ]; then args+=("-dict=../fuzz/dicts/$format.dict"); fi
     log=$work/log.txt
     if build/fuzz/"$target" "$work" "${args[@]}" "${bound[@]}" -timeout=10 -rss_limit_mb=2048 \
         -print_final_stats=1 -artifact_prefix="$work/" >"$log" 2>&1; then

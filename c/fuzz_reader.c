@@ -31,7 +31,7 @@ static void on_ext(void *u, inert_ext k, uint64_t c) { (void)u, (void)k, (void)c
 static void on_complex(void *u, double a, double b) { (void)u, (void)a, (void)b; }
 
 static const inert_visitor visitor = {on, on, on_name, on_count, on, on, on_bool, on_i64, on_u64, on_f64, on_span,
-                                      on_span, on_tag, on_count, on, on_ext, on, on_complex, on_span, NULL};
+                                      on_span, on_tag, on_count, on, on_ext, on, on_complex, on_span};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static const inert_format_entry *entry;

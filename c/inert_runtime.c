@@ -75,11 +75,6 @@ int inert_within(inert_reader *r, const char *prefix) {
     return -1;
 }
 
-int inert_held_rule(inert_reader *r, const char *rule, size_t start) {
-    if (!r->v || !r->v->held_rule || !r->v->held_rule(r->user, rule, start)) return 0;
-    return inert_fail(r, INERT_INVALID_VALUE, start, "", "refused by %s", rule);
-}
-
 int inert_within_index(inert_reader *r, uint64_t index) {
     char prefix[32];
     snprintf(prefix, sizeof prefix, "[%llu]", (unsigned long long)index);

@@ -115,10 +115,6 @@ typedef struct {
     void (*end_ext)(void *user);
     void (*complex)(void *user, double real, double imag);
     void (*bytearray)(void *user, const uint8_t *data, size_t len);
-    /* A rule the grammar holds only as a Python function (its name in inert._checks), on the record
-     * whose fields were just reported (the open object), which starts at byte `start`: nonzero refuses
-     * the record.  May be NULL (the rule is not checked); the CPython accelerator sets it. */
-    int (*held_rule)(void *user, const char *rule, uint64_t start);
 } inert_visitor;
 
 /* An item of a column (below): a string's or an array's first byte and length or count, or a number (p NULL). */
@@ -156,8 +152,6 @@ int inert_fail(inert_reader *r, inert_kind kind, uint64_t offset, const char *fi
 #endif
     ;
 
-/* A rule held only as a Python function: asks the visitor's held_rule, if any (0: accepted or not asked). */
-int inert_held_rule(inert_reader *r, const char *rule, size_t start);
 
 /* Place the fault's field path below `prefix` (a field name, or "" for none). */
 int inert_within(inert_reader *r, const char *prefix);

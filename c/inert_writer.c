@@ -1,6 +1,8 @@
 /* The run-time of Inert's generated C writers (written once, by hand): see inert_writer.h. */
 #include "inert_writer.h"
 
+#include "inert_value_types.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -88,7 +90,7 @@ static int as_u64(const inert_value *v, uint64_t *out) {
 
 int inert_write_uint(inert_writer *w, const inert_value *v, unsigned width, uint64_t high) {
     uint64_t u;
-    if (v->kind != INERT_VALUE_INT && v->kind != INERT_VALUE_UINT) return inert_write_fail(w, INERT_WRITE_TYPE, "", "expected int");
+    if (v->kind != INERT_VALUE_INT && v->kind != INERT_VALUE_UINT && v->kind != INERT_VALUE_BIGINT) return inert_write_fail(w, INERT_WRITE_TYPE, "", "expected int");
     if (as_u64(v, &u) || u > high)
         return inert_write_fail(w, INERT_WRITE_VALUE, "", "outside the range 0..%llu", (unsigned long long)high);
     inert_put_le(w, u, width);
@@ -99,7 +101,7 @@ int inert_write_int(inert_writer *w, const inert_value *v, unsigned width, int64
     int64_t i;
     if (v->kind == INERT_VALUE_INT) i = v->i;
     else if (v->kind == INERT_VALUE_UINT && v->u <= (uint64_t)INT64_MAX) i = (int64_t)v->u;
-    else if (v->kind == INERT_VALUE_UINT) i = INT64_MAX, low = 0, high = -1; /* beyond any signed range */
+    else if (v->kind == INERT_VALUE_UINT || v->kind == INERT_VALUE_BIGINT) i = INT64_MAX, low = 0, high = -1; /* beyond any signed range */
     else return inert_write_fail(w, INERT_WRITE_TYPE, "", "expected int");
     if (i < low || i > high)
         return inert_write_fail(w, INERT_WRITE_VALUE, "", "outside the range %lld..%lld", (long long)low, (long long)high);
@@ -112,6 +114,7 @@ int inert_write_float64(inert_writer *w, const inert_value *v) {
     if (v->kind == INERT_VALUE_FLOAT) f = v->f;
     else if (v->kind == INERT_VALUE_INT) f = (double)v->i;
     else if (v->kind == INERT_VALUE_UINT) f = (double)v->u;
+    else if (v->kind == INERT_VALUE_BIGINT) f = v->f;
     else return inert_write_fail(w, INERT_WRITE_TYPE, "", "expected float");
     uint64_t bits;
     memcpy(&bits, &f, 8);
@@ -138,7 +141,7 @@ int inert_write_tag(inert_writer *w, const inert_value *v, unsigned width, const
             return 0;
         }
     }
-    if (v->kind != INERT_VALUE_INT && v->kind != INERT_VALUE_UINT && v->kind != INERT_VALUE_TEXT)
+    if (v->kind != INERT_VALUE_INT && v->kind != INERT_VALUE_UINT && v->kind != INERT_VALUE_TEXT && v->kind != INERT_VALUE_BIGINT)
         return inert_write_fail(w, INERT_WRITE_TYPE, "", "expected %s", enum_name);
     return inert_write_fail(w, INERT_WRITE_VALUE, "", "unknown %s", enum_name);
 }
@@ -246,6 +249,127 @@ static int pack_sorted(inert_writer *w, const inert_value *items, size_t count, 
     return 0;
 }
 
+/* An extension's header: the shortest form for a payload of n bytes, then the code. */
+static void put_ext_header(inert_writer *w, int8_t code, size_t n) {
+    uint8_t code_byte = (uint8_t)code;
+    if (n == 1 || n == 2 || n == 4 || n == 8 || n == 16) {
+        uint8_t head = n == 1 ? 0xd4 : n == 2 ? 0xd5 : n == 4 ? 0xd6 : n == 8 ? 0xd7 : 0xd8;
+        inert_put(w, &head, 1);
+    } else if (n <= 0xff) {
+        put_be(w, 0xc7, n, 1);
+    } else if (n <= 0xffff) {
+        put_be(w, 0xc8, n, 2);
+    } else {
+        put_be(w, 0xc9, n, 4);
+    }
+    inert_put(w, &code_byte, 1);
+}
+
+/* A dim of a typed value: an INT or UINT from 0 to `high`, in *out. */
+static int typed_dim(const inert_value *v, uint64_t high, uint64_t *out) {
+    if (v->kind == INERT_VALUE_UINT) *out = v->u;
+    else if (v->kind == INERT_VALUE_INT && v->i >= 0) *out = (uint64_t)v->i;
+    else return 0;
+    return *out <= high;
+}
+
+static int bools_only(inert_writer *w, uint64_t dtype, const inert_value *v) {
+    if (dtype != INERT_DTYPE_BOOL) return 0;
+    for (size_t k = 0; k < v->len; k++)
+        if (v->data[k] > 1) return inert_write_fail(w, INERT_WRITE_VALUE, "", "a boolean byte other than 0 and 1");
+    return 0;
+}
+
+/* A typed extension (inert/_value_types.py encode_typed): checked as the Python writer checks it, then its
+ * payload; the document a torch.Size, torch.device or registered object holds is a list one level down. */
+static int pack_typed(inert_writer *w, const inert_value *v, unsigned depth, unsigned max_depth) {
+    int8_t code;
+    inert_value inner[2], doc;
+    memset(inner, 0, sizeof inner);
+    memset(&doc, 0, sizeof doc);
+    doc.kind = INERT_VALUE_LIST, doc.items = inner, doc.count = 2;
+    uint64_t dim = 0;
+    switch (v->kind) {
+    case INERT_VALUE_BYTESIO:
+        put_ext_header(w, INERT_EXT_BYTESIO, v->len);
+        inert_put(w, v->data, v->len);
+        return 0;
+    case INERT_VALUE_ARRAY:
+    case INERT_VALUE_ARRAY_SCALAR: {
+        if (v->u > INERT_DTYPE_COUNT || !inert_dtype_in_array[v->u])
+            return inert_write_fail(w, INERT_WRITE_VALUE, "", "array dtype %s is not one numpy has",
+                                    v->u <= INERT_DTYPE_COUNT && v->u ? inert_dtype_names[v->u] : "(unknown)");
+        uint8_t head[2] = {(uint8_t)v->u, 0};
+        if (v->kind == INERT_VALUE_ARRAY_SCALAR) {
+            if (v->count || v->len != inert_dtype_itemsize[v->u]) return inert_write_fail(w, INERT_WRITE_VALUE, "", "an array scalar has shape () and itemsize bytes");
+            if (bools_only(w, v->u, v)) return -1;
+            put_ext_header(w, INERT_EXT_ARRAY_SCALAR, 1 + v->len);
+            inert_put(w, head, 1);
+            inert_put(w, v->data, v->len);
+            return 0;
+        }
+        if (v->count > INERT_TYPED_MAX_NDIM)
+            return inert_write_fail(w, INERT_WRITE_VALUE, "", "%zu dims exceed max_ndim(%u)", v->count, INERT_TYPED_MAX_NDIM);
+        uint64_t size = inert_dtype_itemsize[v->u];
+        int over = 0; /* the product beyond 64 bits: it cannot equal the bytes given */
+        for (size_t k = 0; k < v->count; k++) {
+            if (!typed_dim(&v->items[k], UINT64_MAX, &dim)) return inert_write_fail(w, INERT_WRITE_VALUE, "", "a dim is an int 0..2**64-1");
+            if (dim == 0) size = 0, over = 0;
+            else if (!over && size > UINT64_MAX / dim) over = 1;
+            else if (!over) size *= dim;
+        }
+        if (over || size != v->len) return inert_write_fail(w, INERT_WRITE_VALUE, "", "%zu bytes given, shape and dtype give %s%llu", v->len, over ? "more than " : "", (unsigned long long)size);
+        if (bools_only(w, v->u, v)) return -1;
+        head[1] = (uint8_t)v->count;
+        put_ext_header(w, INERT_EXT_ARRAY, 2 + 8 * v->count + v->len);
+        inert_put(w, head, 2);
+        for (size_t k = 0; k < v->count; k++) {
+            typed_dim(&v->items[k], UINT64_MAX, &dim);
+            inert_put_le(w, dim, 8);
+        }
+        inert_put(w, v->data, v->len);
+        return 0;
+    }
+    case INERT_VALUE_TORCH_DTYPE: {
+        if (v->u < 1 || v->u > INERT_DTYPE_COUNT) return inert_write_fail(w, INERT_WRITE_VALUE, "", "dtype %llu is not a checkpoint dtype", (unsigned long long)v->u);
+        uint8_t byte = (uint8_t)v->u;
+        put_ext_header(w, INERT_EXT_TORCH_DTYPE, 1);
+        inert_put(w, &byte, 1);
+        return 0;
+    }
+    case INERT_VALUE_TORCH_SIZE:
+        if (v->count > INERT_TYPED_MAX_NDIM) return inert_write_fail(w, INERT_WRITE_VALUE, "", "a torch.Size of at most %u dims, each 0..2**63-1", INERT_TYPED_MAX_NDIM);
+        for (size_t k = 0; k < v->count; k++)
+            if (!typed_dim(&v->items[k], (uint64_t)INT64_MAX, &dim))
+                return inert_write_fail(w, INERT_WRITE_VALUE, "", "a torch.Size of at most %u dims, each 0..2**63-1", INERT_TYPED_MAX_NDIM);
+        code = INERT_EXT_TORCH_SIZE, doc.items = v->items, doc.count = v->count;
+        break;
+    case INERT_VALUE_TORCH_DEVICE: {
+        int plain = v->len >= 1 && v->len <= INERT_TYPED_MAX_DEVICE_TYPE && v->data[0] >= 'a' && v->data[0] <= 'z';
+        for (size_t k = 1; plain && k < v->len; k++)
+            plain = (v->data[k] >= 'a' && v->data[k] <= 'z') || (v->data[k] >= '0' && v->data[k] <= '9') || v->data[k] == '_';
+        if (!plain || v->count > 1 || (v->count == 1 && !typed_dim(&v->items[0], INERT_TYPED_MAX_DEVICE_INDEX, &dim)))
+            return inert_write_fail(w, INERT_WRITE_VALUE, "", "device is outside [a-z][a-z0-9_]{0,31} and 0..2**31-1");
+        inner[0].kind = INERT_VALUE_TEXT, inner[0].data = v->data, inner[0].len = v->len;
+        if (v->count) inner[1] = v->items[0];
+        code = INERT_EXT_TORCH_DEVICE;
+        break;
+    }
+    case INERT_VALUE_REGISTERED:
+        if (v->len < 1 || v->len > INERT_TYPED_MAX_OBJECT_NAME || v->count != 1)
+            return inert_write_fail(w, INERT_WRITE_VALUE, "", "a registered name has 1 to %u bytes", INERT_TYPED_MAX_OBJECT_NAME);
+        inner[0].kind = INERT_VALUE_TEXT, inner[0].data = v->data, inner[0].len = v->len;
+        inner[1] = v->items[0];
+        code = INERT_EXT_OBJECT;
+        break;
+    default: return inert_write_fail(w, INERT_WRITE_TYPE, "", "not in the value subset");
+    }
+    inert_writer probe = {NULL, 0, 0, w->err};
+    if (pack(&probe, &doc, depth + 1, max_depth)) return -1;
+    put_ext_header(w, code, probe.n);
+    return pack(w, &doc, depth + 1, max_depth);
+}
+
 /* An extension: its header (the shortest form for the payload's length), the code, the payload. */
 static int pack_ext(inert_writer *w, int8_t code, const inert_value *v, unsigned depth, unsigned max_depth) {
     inert_writer probe = {NULL, 0, 0, w->err};
@@ -260,19 +384,7 @@ static int pack_ext(inert_writer *w, int8_t code, const inert_value *v, unsigned
             return -1;
         }
     }
-    size_t n = probe.n;
-    uint8_t code_byte = (uint8_t)code;
-    if (n == 1 || n == 2 || n == 4 || n == 8 || n == 16) {
-        uint8_t head = n == 1 ? 0xd4 : n == 2 ? 0xd5 : n == 4 ? 0xd6 : n == 8 ? 0xd7 : 0xd8;
-        inert_put(w, &head, 1);
-    } else if (n <= 0xff) {
-        put_be(w, 0xc7, n, 1);
-    } else if (n <= 0xffff) {
-        put_be(w, 0xc8, n, 2);
-    } else {
-        put_be(w, 0xc9, n, 4);
-    }
-    inert_put(w, &code_byte, 1);
+    put_ext_header(w, code, probe.n);
     if (v->kind == INERT_VALUE_COMPLEX) {
         double parts[2] = {v->f, v->imag};
         for (int k = 0; k < 2; k++) {
@@ -331,8 +443,16 @@ static int pack(inert_writer *w, const inert_value *v, unsigned depth, unsigned 
         else put_be(w, 0xc6, v->len, 4);
         inert_put(w, v->data, v->len);
         return 0;
+    case INERT_VALUE_BIGINT: return inert_write_fail(w, INERT_WRITE_VALUE, "", "int outside the 64-bit range");
     case INERT_VALUE_COMPLEX: return pack_ext(w, 2, v, depth, max_depth);
     case INERT_VALUE_BYTEARRAY: return pack_ext(w, 3, v, depth, max_depth);
+    case INERT_VALUE_BYTESIO:
+    case INERT_VALUE_ARRAY:
+    case INERT_VALUE_ARRAY_SCALAR:
+    case INERT_VALUE_TORCH_SIZE:
+    case INERT_VALUE_TORCH_DTYPE:
+    case INERT_VALUE_TORCH_DEVICE:
+    case INERT_VALUE_REGISTERED: return pack_typed(w, v, depth, max_depth); /* not containers: no depth of their own */
     default: break;
     }
     if (depth >= max_depth) return inert_write_fail(w, INERT_WRITE_VALUE, "", "nesting exceeds max_depth(%u)", max_depth);

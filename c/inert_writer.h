@@ -5,6 +5,8 @@
  * A writer takes a value as a tree of inert_value nodes (objects of named members, lists, integers,
  * text, bytes, null) shaped as the Python codecs' values are (a union's tag member holds the enum's
  * value or its member's name), and writes the bytes the Python encoder writes for the same value.
+ * Value documents also hold the typed extensions of inert/_value_types.py (numpy arrays and scalars,
+ * torch.Size, torch.dtype, torch.device, BytesIO, registered objects), a dtype by its DType value.
  * The output goes to the caller's buffer of `cap` bytes; nothing past `cap` is written, and
  * `*written` is the size the encoding needs (call with cap 0 to learn it).  The bytes written are
  * then read back by the generated reader, so a value its rules refuse is refused here too.
@@ -37,7 +39,18 @@ typedef enum {
     INERT_VALUE_SET,       /* items, count (TEXT or BYTES) */
     INERT_VALUE_FROZENSET, /* items, count (TEXT or BYTES) */
     INERT_VALUE_COMPLEX,   /* f, imag */
-    INERT_VALUE_BYTEARRAY  /* data, len */
+    INERT_VALUE_BYTEARRAY, /* data, len */
+    /* The typed extensions (inert/_value_types.py); a dtype is a DType value (inert_value_types.h): */
+    INERT_VALUE_BYTESIO,      /* data, len: its bytes */
+    INERT_VALUE_ARRAY,        /* u: dtype (one numpy has), items, count: dims (INT or UINT), data, len: C-order bytes */
+    INERT_VALUE_ARRAY_SCALAR, /* u: dtype (one numpy has), data, len: its itemsize bytes */
+    INERT_VALUE_TORCH_SIZE,   /* items, count: dims (INT or UINT, 0 to 2**63 - 1, at most 64) */
+    INERT_VALUE_TORCH_DTYPE,  /* u: dtype */
+    INERT_VALUE_TORCH_DEVICE, /* data, len: its type ([a-z][a-z0-9_]*, 1 to 32); items, count: none, or its index (0 to 2**31 - 1) */
+    INERT_VALUE_REGISTERED,   /* data, len: the name it is registered under (1 to 256 bytes of UTF-8); items, count 1: its state */
+    /* An integer beyond 64 bits (a Python int the caller gave): f, its nearest double, is what a float64
+     * field takes; any other field or value document refuses it (write-value), as the Python writers do. */
+    INERT_VALUE_BIGINT
 } inert_value_kind;
 
 typedef struct inert_value inert_value;

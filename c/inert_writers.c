@@ -11,6 +11,7 @@
 const inert_writer_entry inert_writers[] = {
     {"shm-message", inert_shm_message_encode},
     {"shm-samples-meta", inert_shm_samples_meta_encode},
+    {"checkpoint-shard", inert_checkpoint_shard_encode},
     {"checkpoint-shard.record", inert_checkpoint_shard_encode_record},
 };
 

@@ -2,11 +2,13 @@
  * The conformance testee of Inert's generated C readers (conformance/PROTOCOL.md): reads requests on
  * stdin, decodes each payload with the generated reader the registry (inert_formats.h) names, and
  * answers with the value's canonical JSON or the error's kind.  Nothing here knows a format: it
- * builds a tree from the visitor's events and prints it.  Encoding is not implemented (answered
- * "unsupported"): the C writers are a later slice.
+ * builds a tree from the visitor's events and prints it.  An encode request's canonical JSON becomes
+ * a value tree (inert_writer.h) for the generated writer the writers' registry (inert_writers.h)
+ * names (its bytes, or its refusal's kind); a format without a C writer answers "unsupported".
  *
  * Build: make -C c testee
  */
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,6 +16,8 @@
 #include <string.h>
 
 #include "inert_formats.h"
+#include "inert_value_types.h"
+#include "inert_writers.h"
 
 #define MAX_FRAME (1u << 26)
 
@@ -231,7 +235,7 @@ static void v_bytearray(void *u, const uint8_t *p, size_t n) {
 
 static const inert_visitor tree_visitor = {
     v_begin_object, v_end, v_field, v_begin_array, v_end, v_null, v_boolean, v_int64, v_uint64, v_float64,
-    v_text, v_bytes, v_tag, v_begin_map, v_end, v_begin_ext, v_end, v_complex, v_bytearray, NULL,
+    v_text, v_bytes, v_tag, v_begin_map, v_end, v_begin_ext, v_end, v_complex, v_bytearray,
 };
 
 /* ---- Python equality of hashable values (map keys, set members) -------------------------------- */
@@ -616,6 +620,325 @@ static int parse_header(const char *text, size_t n, Header *h) {
     return j.p == j.end;
 }
 
+/* ---- encode requests: canonical JSON (conformance/PROTOCOL.md) as a value tree ------------------- */
+
+typedef struct {
+    void **blocks;
+    size_t n, cap;
+    const char *unsupported; /* set where the JSON holds what no value tree can (an int beyond 64 bits) */
+} Pool;
+
+static void *pool_alloc(Pool *p, size_t count, size_t size) {
+    if (p->n == p->cap) {
+        p->cap = p->cap ? 2 * p->cap : 64;
+        p->blocks = realloc(p->blocks, p->cap * sizeof *p->blocks);
+        if (!p->blocks) die("out of memory");
+    }
+    void *block = calloc(count ? count : 1, size);
+    if (!block) die("out of memory");
+    return p->blocks[p->n++] = block;
+}
+
+static void pool_free(Pool *p) {
+    for (size_t k = 0; k < p->n; k++) free(p->blocks[k]);
+    free(p->blocks);
+}
+
+static void put_utf8(Buf *b, uint32_t c) {
+    uint8_t u[4];
+    size_t n;
+    if (c < 0x80) u[0] = (uint8_t)c, n = 1;
+    else if (c < 0x800) u[0] = (uint8_t)(0xc0 | c >> 6), u[1] = (uint8_t)(0x80 | (c & 0x3f)), n = 2;
+    else if (c < 0x10000) u[0] = (uint8_t)(0xe0 | c >> 12), u[1] = (uint8_t)(0x80 | ((c >> 6) & 0x3f)), u[2] = (uint8_t)(0x80 | (c & 0x3f)), n = 3;
+    else u[0] = (uint8_t)(0xf0 | c >> 18), u[1] = (uint8_t)(0x80 | ((c >> 12) & 0x3f)), u[2] = (uint8_t)(0x80 | ((c >> 6) & 0x3f)), u[3] = (uint8_t)(0x80 | (c & 0x3f)), n = 4;
+    put(b, u, n);
+}
+
+static int hex4(Json *j, uint32_t *out) {
+    uint32_t v = 0;
+    for (int k = 0; k < 4; k++, j->p++) {
+        if (j->p >= j->end) return 0;
+        char c = *j->p;
+        unsigned d = c >= '0' && c <= '9' ? (unsigned)(c - '0') : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
+                   : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10) : 16u;
+        if (d > 15) return 0;
+        v = v << 4 | d;
+    }
+    *out = v;
+    return 1;
+}
+
+/* A JSON string as UTF-8 (NUL-terminated, in the pool); a lone surrogate stays as its 3 bytes, which no
+ * writer takes as UTF-8 (the Python writer refuses such a str too). */
+static int jtext(Json *j, Pool *pool, const uint8_t **out, size_t *len) {
+    Buf b = {0};
+    if (!lit(j, '"')) return 0;
+    while (j->p < j->end && *j->p != '"') {
+        char c = *j->p++;
+        if (c != '\\') {
+            put(&b, &c, 1);
+            continue;
+        }
+        if (j->p >= j->end) return free(b.p), 0;
+        c = *j->p++;
+        const char *from = "\"\\/bfnrt", *to = "\"\\/\b\f\n\r\t";
+        const char *at = c ? strchr(from, c) : NULL;
+        if (at) {
+            put(&b, &to[at - from], 1);
+            continue;
+        }
+        uint32_t u, low;
+        if (c != 'u' || !hex4(j, &u)) return free(b.p), 0;
+        if (u >= 0xd800 && u < 0xdc00 && j->end - j->p >= 6 && j->p[0] == '\\' && j->p[1] == 'u') {
+            Json peek = {j->p + 2, j->end};
+            if (hex4(&peek, &low) && low >= 0xdc00 && low < 0xe000) u = 0x10000 + ((u - 0xd800) << 10) + (low - 0xdc00), j->p = peek.p;
+        }
+        put_utf8(&b, u);
+    }
+    if (j->p >= j->end) return free(b.p), 0;
+    j->p++;
+    uint8_t *text = pool_alloc(pool, b.n + 1, 1);
+    if (b.n) memcpy(text, b.p, b.n);
+    free(b.p);
+    *out = text, *len = b.n;
+    return 1;
+}
+
+static int unbase64(Pool *pool, const uint8_t *s, size_t n, inert_value *out) {
+    uint8_t *data = pool_alloc(pool, n / 4 * 3 + 1, 1);
+    size_t len = 0;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (size_t k = 0; k < n && s[k] != '='; k++) {
+        const char *alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        const char *at = s[k] ? strchr(alphabet, s[k]) : NULL;
+        if (!at) return 0;
+        acc = acc << 6 | (uint32_t)(at - alphabet), bits += 6;
+        if (bits >= 8) data[len++] = (uint8_t)(acc >> (bits - 8)), bits -= 8;
+    }
+    out->data = data, out->len = len;
+    return 1;
+}
+
+static uint64_t dtype_of(const inert_value *name) {
+    for (uint64_t k = 1; name->kind == INERT_VALUE_TEXT && k <= INERT_DTYPE_COUNT; k++)
+        if (strlen(inert_dtype_names[k]) == name->len && !memcmp(inert_dtype_names[k], name->data, name->len)) return k;
+    return 0;
+}
+
+static int jvalue(Json *j, Pool *pool, inert_value *out, int depth);
+
+/* A JSON array's items. */
+static int jitems(Json *j, Pool *pool, inert_value *out, int depth) {
+    size_t cap = 8, n = 0;
+    inert_value *items = malloc(cap * sizeof *items);
+    if (!items) die("out of memory");
+    if (!lit(j, '[')) return free(items), 0;
+    if (!lit(j, ']')) {
+        do {
+            if (n == cap && !(items = realloc(items, (cap *= 2) * sizeof *items))) die("out of memory");
+            memset(&items[n], 0, sizeof *items);
+            if (!jvalue(j, pool, &items[n++], depth + 1)) return free(items), 0;
+        } while (lit(j, ','));
+        if (!lit(j, ']')) return free(items), 0;
+    }
+    inert_value *kept = pool_alloc(pool, n, sizeof *kept);
+    if (n) memcpy(kept, items, n * sizeof *items);
+    free(items);
+    out->kind = INERT_VALUE_LIST, out->items = kept, out->count = n;
+    return 1;
+}
+
+/* The member `name` of a parsed object, or NULL. */
+static const inert_value *member(const inert_value *object, const char *name) {
+    for (size_t k = 0; object->kind == INERT_VALUE_OBJECT && k < object->count; k++)
+        if (!strcmp(object->members[k].name, name)) return &object->members[k].value;
+    return NULL;
+}
+
+/* `{"$name": payload}`: the extension values of the canonical JSON. */
+static int special(Pool *pool, const char *name, inert_value *in, inert_value *out) {
+    static const struct { const char *name; inert_value_kind kind; } lists[] = {
+        {"$tuple", INERT_VALUE_TUPLE}, {"$set", INERT_VALUE_SET}, {"$frozenset", INERT_VALUE_FROZENSET},
+        {"$torch.Size", INERT_VALUE_TORCH_SIZE},
+    };
+    static const struct { const char *name; inert_value_kind kind; } blobs[] = {
+        {"$bytes", INERT_VALUE_BYTES}, {"$bytearray", INERT_VALUE_BYTEARRAY}, {"$bytesio", INERT_VALUE_BYTESIO},
+    };
+    for (size_t k = 0; k < sizeof lists / sizeof lists[0]; k++)
+        if (!strcmp(name, lists[k].name)) {
+            if (in->kind != INERT_VALUE_LIST) return 0;
+            *out = *in, out->kind = lists[k].kind;
+            return 1;
+        }
+    for (size_t k = 0; k < sizeof blobs / sizeof blobs[0]; k++)
+        if (!strcmp(name, blobs[k].name)) {
+            out->kind = blobs[k].kind;
+            return in->kind == INERT_VALUE_TEXT && unbase64(pool, in->data, in->len, out);
+        }
+    if (!strcmp(name, "$float")) {
+        const char *text = in->kind == INERT_VALUE_TEXT ? (const char *)in->data : "";
+        out->kind = INERT_VALUE_FLOAT;
+        out->f = !strcmp(text, "nan") ? NAN : !strcmp(text, "inf") ? INFINITY : -INFINITY;
+        return !strcmp(text, "nan") || !strcmp(text, "inf") || !strcmp(text, "-inf");
+    }
+    if (!strcmp(name, "$complex")) {
+        if (in->kind != INERT_VALUE_LIST || in->count != 2) return 0;
+        double parts[2];
+        for (int k = 0; k < 2; k++) {
+            const inert_value *x = &in->items[k];
+            parts[k] = x->kind == INERT_VALUE_FLOAT ? x->f : x->kind == INERT_VALUE_INT ? (double)x->i : (double)x->u;
+            if (x->kind != INERT_VALUE_FLOAT && x->kind != INERT_VALUE_INT && x->kind != INERT_VALUE_UINT) return 0;
+        }
+        out->kind = INERT_VALUE_COMPLEX, out->f = parts[0], out->imag = parts[1];
+        return 1;
+    }
+    if (!strcmp(name, "$map")) {
+        if (in->kind != INERT_VALUE_LIST) return 0;
+        inert_value *items = pool_alloc(pool, 2 * in->count, sizeof *items);
+        for (size_t k = 0; k < in->count; k++) {
+            const inert_value *pair = &in->items[k];
+            if (pair->kind != INERT_VALUE_LIST || pair->count != 2) return 0;
+            items[2 * k] = pair->items[0], items[2 * k + 1] = pair->items[1];
+        }
+        out->kind = INERT_VALUE_MAP, out->items = items, out->count = in->count;
+        return 1;
+    }
+    if (!strcmp(name, "$array") || !strcmp(name, "$arrayscalar")) {
+        const inert_value *data = member(in, "data"), *dtype = member(in, "dtype"), *shape = member(in, "shape");
+        int scalar = name[6] == 's';
+        if (!data || !dtype || (!scalar && (!shape || shape->kind != INERT_VALUE_LIST))) return 0;
+        out->kind = scalar ? INERT_VALUE_ARRAY_SCALAR : INERT_VALUE_ARRAY, out->u = dtype_of(dtype);
+        if (!scalar) out->items = shape->items, out->count = shape->count;
+        return data->kind == INERT_VALUE_TEXT && unbase64(pool, data->data, data->len, out);
+    }
+    if (!strcmp(name, "$torch.dtype")) {
+        out->kind = INERT_VALUE_TORCH_DTYPE, out->u = dtype_of(in);
+        return in->kind == INERT_VALUE_TEXT;
+    }
+    if (!strcmp(name, "$torch.device") || !strcmp(name, "$object")) {
+        if (in->kind != INERT_VALUE_LIST || in->count != 2 || in->items[0].kind != INERT_VALUE_TEXT) return 0;
+        int device = name[1] == 't';
+        out->kind = device ? INERT_VALUE_TORCH_DEVICE : INERT_VALUE_REGISTERED;
+        out->data = in->items[0].data, out->len = in->items[0].len;
+        out->items = &in->items[1], out->count = device && in->items[1].kind == INERT_VALUE_NULL ? 0 : 1;
+        return 1;
+    }
+    return 0;
+}
+
+static int jobject(Json *j, Pool *pool, inert_value *out, int depth) {
+    size_t cap = 8, n = 0;
+    inert_member *members = malloc(cap * sizeof *members);
+    if (!members) die("out of memory");
+    if (!lit(j, '{')) return free(members), 0;
+    if (!lit(j, '}')) {
+        do {
+            const uint8_t *key;
+            size_t len;
+            if (n == cap && !(members = realloc(members, (cap *= 2) * sizeof *members))) die("out of memory");
+            memset(&members[n], 0, sizeof *members);
+            if (!jtext(j, pool, &key, &len) || !lit(j, ':') || !jvalue(j, pool, &members[n].value, depth + 1))
+                return free(members), 0;
+            members[n++].name = (const char *)key;
+        } while (lit(j, ','));
+        if (!lit(j, '}')) return free(members), 0;
+    }
+    if (n == 1 && members[0].name[0] == '$') {
+        int ok = special(pool, members[0].name, &members[0].value, out);
+        free(members);
+        if (!ok && !pool->unsupported) pool->unsupported = "an extension value the testee does not know";
+        return 1;
+    }
+    inert_member *kept = pool_alloc(pool, n, sizeof *kept);
+    if (n) memcpy(kept, members, n * sizeof *members);
+    free(members);
+    out->kind = INERT_VALUE_OBJECT, out->members = kept, out->count = n;
+    return 1;
+}
+
+static int jnumber(Json *j, inert_value *out) {
+    const char *start = j->p;
+    int real = 0;
+    if (j->p < j->end && *j->p == '-') j->p++;
+    while (j->p < j->end && strchr("0123456789.eE+-", *j->p)) real |= strchr(".eE", *j->p++) != NULL;
+    size_t n = (size_t)(j->p - start);
+    if (!n || n > 400) return 0;
+    char text[401];
+    memcpy(text, start, n), text[n] = 0;
+    char *end;
+    if (real) {
+        out->kind = INERT_VALUE_FLOAT, out->f = strtod(text, &end);
+        return *end == 0;
+    }
+    if (text[0] == '-') {
+        long long i = strtoll(text, &end, 10);
+        out->kind = INERT_VALUE_INT, out->i = i;
+        if (i == LLONG_MIN && strcmp(text, "-9223372036854775808")) out->kind = INERT_VALUE_BIGINT;
+    } else {
+        unsigned long long u = strtoull(text, &end, 10);
+        out->kind = INERT_VALUE_UINT, out->u = u;
+        if (u == ULLONG_MAX && strcmp(text, "18446744073709551615")) out->kind = INERT_VALUE_BIGINT;
+    }
+    if (out->kind == INERT_VALUE_BIGINT) out->f = strtod(text, NULL);
+    return *end == 0;
+}
+
+static int jvalue(Json *j, Pool *pool, inert_value *out, int depth) {
+    if (depth > 400) return (pool->unsupported = "nested too deep"), 0;
+    ws(j);
+    if (j->p >= j->end) return 0;
+    switch (*j->p) {
+    case '{': return jobject(j, pool, out, depth);
+    case '[': return jitems(j, pool, out, depth);
+    case '"': out->kind = INERT_VALUE_TEXT; return jtext(j, pool, &out->data, &out->len);
+    case 't': out->kind = INERT_VALUE_BOOL, out->boolean = 1; return jword(j, "true");
+    case 'f': out->kind = INERT_VALUE_BOOL, out->boolean = 0; return jword(j, "false");
+    case 'n': out->kind = INERT_VALUE_NULL; return jword(j, "null");
+    default: return jnumber(j, out);
+    }
+}
+
+static void respond(const char *result, const char *kind, const char *message, const Buf *payload);
+
+static void encode_answer(const Header *h, const uint8_t *payload, size_t n) {
+    const inert_writer_entry *writer = inert_writer_of(h->format);
+    if (!writer) {
+        respond("unsupported", NULL, "no generated C writer of this format", NULL);
+        return;
+    }
+    Pool pool = {0};
+    Json j = {(const char *)payload, (const char *)payload + n};
+    inert_value tree;
+    memset(&tree, 0, sizeof tree);
+    int parsed = jvalue(&j, &pool, &tree, 0);
+    ws(&j);
+    if (pool.unsupported || !parsed || j.p != j.end) {
+        respond("unsupported", NULL, pool.unsupported ? pool.unsupported : "not canonical JSON", NULL);
+        pool_free(&pool);
+        return;
+    }
+    inert_write_error err;
+    size_t need = 0;
+    Buf out = {0};
+    int failed = writer->encode(&tree, (unsigned)h->version, NULL, 0, &need, &err);
+    if (!failed) {
+        out.p = malloc(need ? need : 1), out.cap = need;
+        if (!out.p) die("out of memory");
+        failed = writer->encode(&tree, (unsigned)h->version, (uint8_t *)out.p, need, &out.n, &err);
+    }
+    if (!failed) {
+        respond("accept", NULL, NULL, &out);
+    } else {
+        char message[INERT_FIELD_MAX + INERT_REASON_MAX + 64];
+        snprintf(message, sizeof message, "%s: %s: %s", err.format, err.field[0] ? err.field : "<root>", err.reason);
+        if (err.kind == INERT_WRITE_UNSUPPORTED) respond("unsupported", NULL, message, NULL);
+        else respond("reject", err.kind == INERT_WRITE_TYPE ? "write-type" : "write-value", message, NULL);
+    }
+    free(out.p);
+    pool_free(&pool);
+}
+
 /* ---- frames and the request loop --------------------------------------------------------------- */
 
 /* The next frame (malloc'd), or NULL at a clean end of input where a request would start. */
@@ -663,7 +986,11 @@ static void answer(const Header *h, const uint8_t *payload, size_t n) {
     int known_version = 0;
     for (size_t k = 0; e && e->versions[k]; k++) known_version |= e->versions[k] == h->version;
     const char *unsupported = NULL;
-    if (strcmp(h->op, "decode") != 0) unsupported = "the generated C code reads only (C writers are not generated yet)";
+    if (!strcmp(h->op, "encode")) {
+        encode_answer(h, payload, n);
+        return;
+    }
+    if (strcmp(h->op, "decode") != 0) unsupported = "an operation of no generated C code";
     else if (!e) unsupported = "no generated C reader of this format";
     else if (!known_version) unsupported = "version not read by the generated C reader";
     else if (h->unknown_param[0] || (h->params.has_chunk_size && !takes_param(e, "chunk_size")) ||

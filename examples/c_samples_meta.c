@@ -76,7 +76,7 @@ int main(int argc, char **argv) {
     }
     /* Members the format never reports (booleans, floats, bytes, value documents) may be NULL. */
     inert_visitor v = {ignore, ignore, field, begin_array, end_array, ignore, NULL, NULL, uint64, NULL, text, NULL,
-                       ignore_tag, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+                       ignore_tag, NULL, NULL, NULL, NULL, NULL, NULL};
     Sample state = {0};
     return inert_shm_samples_meta_decode(buf, n, 1, &params, &v, &state, &err) ? 1 : 0; /* valid: cannot fail */
 }

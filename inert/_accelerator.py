@@ -10,47 +10,18 @@ the codec reads in pure Python.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from typing import Any
 
-from inert import _checks
-
-__all__ = ["PURE_PYTHON_ENV", "accelerator", "bind_decode", "pure_python", "held_rules"]
+__all__ = ["PURE_PYTHON_ENV", "accelerator", "bind_decode", "pure_python"]
 
 #: The environment variable that keeps the codecs in pure Python.
 PURE_PYTHON_ENV = "INERT_PURE_PYTHON"
-
-_THIS_ATTR_RE = re.compile(r"\bthis\.(\w+)")
-_rules: dict[str, tuple[Any, Any]] | None = None
 
 
 def pure_python() -> bool:
     """Whether the environment asks for the pure-Python codecs."""
     return os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0")
-
-
-def _quick_test(check: Any) -> Callable[[dict[str, Any], dict[str, Any]], Any] | None:
-    """A rule's quick test (``fast_accept``) as a function of the record and the context, or None."""
-    accept = getattr(check, "accept", None)
-    if accept is None:
-        return None
-    # The expression is this module's own constant (inert._checks), never input.
-    source = f"lambda this, ctx: {_THIS_ATTR_RE.sub(lambda m: f'this[{m.group(1)!r}]', accept)}"
-    test: Callable[[dict[str, Any], dict[str, Any]], Any] = eval(source, {"_checks": _checks})  # noqa: S307
-    return test
-
-
-def held_rules() -> dict[str, tuple[Any, Any]]:
-    """Every rule the C readers ask for by name (``inert._checks.check_*``): (quick test or None, rule)."""
-    global _rules
-    if _rules is None:
-        _rules = {
-            name: (_quick_test(fn), fn)
-            for name, fn in vars(_checks).items()
-            if name.startswith("check_") and callable(fn)
-        }
-    return _rules
 
 
 def accelerator(fmt: str, enums: dict[str, dict[int, Any]]) -> Callable[..., Any] | None:
@@ -62,7 +33,7 @@ def accelerator(fmt: str, enums: dict[str, dict[int, Any]]) -> Callable[..., Any
         from inert import _accel  # type: ignore[attr-defined]
     except ImportError:
         return None
-    decoder = _accel.Decoder(fmt, enums, held_rules())
+    decoder = _accel.Decoder(fmt, enums)
     decode: Callable[..., Any] = decoder.decode
     return decode
 

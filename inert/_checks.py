@@ -342,16 +342,22 @@ DUMP_MIN_RECORD = 16
 _LAYOUT_NESTED = 2  # dump-manifest's Layout.NESTED
 
 
-def _check_dump_fields(fields: list[dict[str, Any]]) -> tuple[str, str] | None:
+def _check_dump_fields(fields: list[dict[str, Any]], keys: list[dict[str, Any]]) -> tuple[str, str] | None:
     names: set[str] = set()
     for index, entry in enumerate(fields):
         if entry["name"] in names:
             return f"fields[{index}].name", f"{entry['name']!r} appears twice"
         names.add(entry["name"])
-    for index, entry in enumerate(fields):  # after every name: the declared order
+    # After every name (the declared order): the dimensions of every DENSE shape, then of every nested shape.
+    for index, entry in enumerate(fields):
         fault = _dims_fault(entry["layout"].get("shape") or [], f"fields[{index}].layout.shape")
         if fault is not None:
             return fault
+    for index, entry in enumerate(keys):
+        for pos, shape in enumerate(entry["nested_shapes"]):
+            fault = _dims_fault(shape, f"keys[{index}].nested_shapes[{pos}]")
+            if fault is not None:
+                return fault
     return None
 
 
@@ -372,21 +378,18 @@ def _check_dump_keys(keys: list[dict[str, Any]], fields: list[dict[str, Any]]) -
     # Writers may name the tag ("NESTED"); readers give the member (equal to its value).
     nested = [entry["layout"]["kind"] in (_LAYOUT_NESTED, "NESTED") for entry in fields]
     ndims = [entry["layout"].get("ndim") for entry in fields]
+    # nested-shapes: first as many shapes as nested fields in every key, then each shape with its field's ndim.
     for index, entry in enumerate(keys):
-        shapes = 0
-        for field_index in entry["fields"]:
-            if nested[field_index]:
-                if shapes >= len(entry["nested_shapes"]):
-                    return f"keys[{index}].nested_shapes", "fewer shapes than nested fields"
-                fault = _dims_fault(entry["nested_shapes"][shapes], f"keys[{index}].nested_shapes[{shapes}]")
-                if fault is not None:
-                    return fault
-                if len(entry["nested_shapes"][shapes]) != ndims[field_index]:
-                    dims = len(entry["nested_shapes"][shapes])
-                    return f"keys[{index}].nested_shapes[{shapes}]", f"{dims} dims, the field has {ndims[field_index]}"
-                shapes += 1
-        if shapes != len(entry["nested_shapes"]):
-            return f"keys[{index}].nested_shapes", f"{len(entry['nested_shapes'])} shapes for {shapes} nested fields"
+        count, shapes = sum(nested[f] for f in entry["fields"]), len(entry["nested_shapes"])
+        if shapes < count:
+            return f"keys[{index}].nested_shapes", "fewer shapes than nested fields"
+        if shapes > count:
+            return f"keys[{index}].nested_shapes", f"{shapes} shapes for {count} nested fields"
+    for index, entry in enumerate(keys):
+        matched = zip(entry["nested_shapes"], (f for f in entry["fields"] if nested[f]), strict=True)
+        for pos, (shape, field_index) in enumerate(matched):
+            if len(shape) != ndims[field_index]:
+                return f"keys[{index}].nested_shapes[{pos}]", f"{len(shape)} dims, the field has {ndims[field_index]}"
     return None
 
 
@@ -436,7 +439,7 @@ def check_dump_manifest(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str
     exceeds 2**63 - 1;
     every key in exactly one shard; records in file order without overlap."""
     return (
-        _check_dump_fields(value["fields"])
+        _check_dump_fields(value["fields"], value["keys"])
         or _check_dump_keys(value["keys"], value["fields"])
         or _check_dump_shards(value["shards"], len(value["keys"]))
     )

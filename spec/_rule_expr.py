@@ -14,24 +14,32 @@ as C) and :func:`first_fault` evaluates in Python.  The language, parsed with :m
   rule compares it with);
 * ``len(x)``, ``x[i]``, ``max(a, b)``, ``min(a, b)``, ``itemsize(dtype)`` (the bytes per
   element of a dtype tag, or of a numpy dtype string, 0 for one the format does not accept),
-  and ``all``/``any``/``prod`` of a generator ``E for x in ARRAY`` or
-  ``E for i in range(N) [for j in range(M)]``; an index beyond its array breaks the rule;
+  and ``all``/``any``/``prod``/``sum`` of a generator ``E for x in ARRAY`` or
+  ``E for i in range(N) [for j in range(M)]``, each ``for`` with an optional ``if C`` (an element
+  failing ``C`` is skipped); ``zip(A, B)`` of arrays, columns, ranges or generators (``x for x in A
+  if C``), taken pairwise up to the shorter (``for a, b in zip(A, B)``); an index beyond its array
+  breaks the rule;
 * named checks written once per target (:data:`NAMED`), each saying what an expression cannot.
 
-Columns: ``ARRAY.field`` is the field of every record of an array of records (``tensors.fqn``).
+Columns: ``ARRAY.field`` is the field of every record of an array of records (``tensors.fqn``);
+``ARRAY.union.field`` is, for every record, the tag (``fields.layout.kind``) or a case's field of its
+union, 0 or an empty array where the record's case has no such field (``fields.layout.shape``).
+An array of arrays (``keys.nested_shapes``: per key, its shapes) is iterated, never indexed.
 ``distinct(items[, earlier])`` holds when no item repeats one before it or one of ``earlier``.
 
 The field a fault names: ``SpecRule.field``'s last path segments below the record; when the
 field lists ``k`` alternatives (``a|b``), the check is an ``and`` of ``k`` conjuncts, the
 ``n``-th naming the ``n``-th field; each ``[i]`` in the field takes, in order, the index of the
 first element of ``all(... for x in ARRAY)`` that fails (then of an ``all`` inside it), or of
-the first repeat of ``distinct``.
+the first repeat of ``distinct``.  The index of a generator's element is its position in what
+the generator iterates: in ``ARRAY`` (counting the elements ``if`` skips), or the pair's in ``zip``.
 """
 
 from __future__ import annotations
 
 import ast
 import enum
+import itertools
 import math
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -42,7 +50,7 @@ from inert._checks import CHECKPOINT_ITEMSIZES, checkpoint_dtype_name, dtype_ite
 
 __all__ = [
     "NAMED", "SATURATE", "Step", "RuleSyntaxError", "parse", "steps", "first_fault", "relative_field", "constants",
-    "record_rules", "columns", "fill_indexes", "environment", "tag_members", "held_only_in_python",
+    "record_rules", "columns", "fill_indexes", "environment", "tag_members", "union_columns", "ABSENT",
 ]
 
 #: Where the C compiler's products stop growing: above every constant a rule compares with (2**64).
@@ -72,7 +80,7 @@ NAMED: dict[str, Callable[..., Any]] = {
     "distinct": lambda items, earlier=(): _first_repeat(_flat(items), earlier) is None,
 }
 
-_FUNCTIONS = {"len", "max", "min", "itemsize", "all", "any", "prod", "sum", "range", "align", *NAMED}
+_FUNCTIONS = {"len", "max", "min", "itemsize", "all", "any", "prod", "sum", "range", "align", "zip", *NAMED}
 
 
 def _flat(items: Sequence[Any]) -> list[Any]:
@@ -105,11 +113,38 @@ def parse(check: str) -> ast.expr:
             raise RuleSyntaxError(f"{check!r}: calls only {sorted(_FUNCTIONS)}")
         if isinstance(node, ast.Constant) and not (node.value is None or type(node.value) in (int, str)):
             raise RuleSyntaxError(f"{check!r}: constants are integers, strings and None")
-        if isinstance(node, ast.Attribute) and not isinstance(node.value, ast.Name):
-            raise RuleSyntaxError(f"{check!r}: a column is ARRAY.field, of an array of records")
-        if isinstance(node, ast.comprehension) and (node.ifs or node.is_async or not isinstance(node.target, ast.Name)):
-            raise RuleSyntaxError(f"{check!r}: a generator is `E for x in ARRAY` or `for i in range(N)`")
+        if isinstance(node, ast.Attribute) and _chain(node) is None:
+            raise RuleSyntaxError(f"{check!r}: a column is ARRAY.field or ARRAY.union.field, of an array of records")
+        if isinstance(node, ast.comprehension) and (node.is_async or len(node.ifs) > 1 or _targets(node) is None):
+            raise RuleSyntaxError(f"{check!r}: a generator is `E for x in ARRAY [if C]` or `for a, b in zip(A, B)`")
     return tree.body
+
+
+def _chain(node: ast.Attribute) -> list[str] | None:
+    """The names of a column, ``ARRAY.field`` or ``ARRAY.union.field`` (``["fields", "layout", "kind"]``)."""
+    names = [node.attr]
+    value = node.value
+    if isinstance(value, ast.Attribute):
+        names.insert(0, value.attr)
+        value = value.value
+    return [value.id, *names] if isinstance(value, ast.Name) else None
+
+
+def _targets(comp: ast.comprehension) -> list[str] | None:
+    """The names a generator binds: ``x``, or ``a, b`` of a ``zip``."""
+    target = comp.target
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, ast.Tuple) and all(isinstance(e, ast.Name) for e in target.elts):
+        is_zip = isinstance(comp.iter, ast.Call) and isinstance(comp.iter.func, ast.Name) and comp.iter.func.id == "zip"
+        return [e.id for e in target.elts if isinstance(e, ast.Name)] if is_zip else None
+    return None
+
+
+def _bind(comp: ast.comprehension, item: Any, scope: dict[str, Any]) -> dict[str, Any]:
+    names = _targets(comp)
+    assert names is not None
+    return {**scope, **(dict(zip(names, item, strict=True)) if isinstance(comp.target, ast.Tuple) else {names[0]: item})}
 
 
 @dataclass(frozen=True)
@@ -144,6 +179,12 @@ def steps(field: str, check: str, names: Sequence[str]) -> list[Step]:
 # -- the Python evaluator ------------------------------------------------------------------------
 
 
+#: The key in a rule's environment of the values ``ARRAY.union.field`` takes where a record's case lacks the
+#: field (by the column's text: ``{"fields.layout.ndim": 0}``), set by :func:`environment`.
+ABSENT = "@absent"
+_NONE = object()
+
+
 class _Broken(Exception):
     """An index beyond its array: the rule does not hold."""
 
@@ -160,9 +201,10 @@ def _iterate(gen: ast.GeneratorExp, env: dict[str, Any]) -> Iterator[Any]:
             yield _eval(gen.elt, scope)
             return
         comp = gen.generators[k]
-        assert isinstance(comp.target, ast.Name)
         for item in _eval(comp.iter, scope):
-            yield from walk(k + 1, {**scope, comp.target.id: item})
+            inner = _bind(comp, item, scope)
+            if all(_eval(cond, inner) for cond in comp.ifs):
+                yield from walk(k + 1, inner)
 
     return walk(0, env)
 
@@ -172,8 +214,13 @@ def _eval(node: ast.expr, env: dict[str, Any]) -> Any:  # noqa: C901 - one case 
         return node.value
     if isinstance(node, ast.Name):
         return env[node.id]
-    if isinstance(node, ast.Attribute):  # a column: the field of every record of an array
-        return [record[node.attr] for record in _eval(node.value, env)]
+    if isinstance(node, ast.Attribute):  # a column: the field of every record of an array (or of its union)
+        absent = env.get(ABSENT, {}).get(ast.unparse(node), _NONE)
+        if absent is _NONE:
+            return [record[node.attr] for record in _eval(node.value, env)]
+        return [record.get(node.attr, absent) for record in _eval(node.value, env)]
+    if isinstance(node, ast.GeneratorExp):  # an argument of zip(), taken as the pairs are
+        return _iterate(node, env)
     if isinstance(node, ast.Tuple):
         return tuple(_eval(e, env) for e in node.elts)
     if isinstance(node, ast.BoolOp):
@@ -230,7 +277,8 @@ def _eval(node: ast.expr, env: dict[str, Any]) -> Any:  # noqa: C901 - one case 
             return args[0] + (-args[0] % args[1])
         if name in NAMED:
             return NAMED[name](*args)
-        builtins: dict[str, Callable[..., Any]] = {"len": len, "max": max, "min": min, "range": range}
+        builtins: dict[str, Callable[..., Any]] = {"len": len, "max": max, "min": min, "range": range,
+                                                   "zip": zip}
         builtin = builtins[name]
         return builtin(*args)
     raise RuleSyntaxError(f"{type(node).__name__} is not in the rule language")
@@ -263,9 +311,20 @@ def _failing_indexes(expr: ast.expr, env: dict[str, Any]) -> list[int]:
     if not (isinstance(gen, ast.GeneratorExp) and len(gen.generators) == 1):
         return []
     comp = gen.generators[0]
-    assert isinstance(comp.target, ast.Name)
-    for index, item in enumerate(_eval(comp.iter, env)):
-        scope = {**env, comp.target.id: item}
+    items = iter(_eval(comp.iter, env))
+    for index in itertools.count():
+        try:
+            item = next(items)
+        except StopIteration:
+            return []
+        except _Broken:  # a zip() whose next pair reads beyond an array: this pair breaks the rule
+            return [index]
+        scope = _bind(comp, item, env)
+        try:
+            if not all(_eval(cond, scope) for cond in comp.ifs):
+                continue
+        except _Broken:
+            return [index]
         if not _holds(gen.elt, scope):
             return [index, *_failing_indexes(gen.elt, scope)]
     return []
@@ -320,9 +379,9 @@ def record_rules(fmt: Any) -> dict[str, list[tuple[Any, list[Step]]]]:
             if typename not in records:
                 raise RuleSyntaxError(f"{rule.id}: {fmt.name} has no record {typename}")
             names = [name for name, _ in records[typename].fields]
-            # A named Python check (``check:<name>``): no steps, the generators list it as not checked.
-            held = [] if rule.check.startswith("check:") else steps(rule.field, rule.check, names)
-            out.setdefault(typename, []).append((rule, held))
+            if rule.check.startswith("check:"):  # every target checks a rule on a record: it is stated here
+                raise RuleSyntaxError(f"{rule.id}: a rule on a record states its check in the rule language")
+            out.setdefault(typename, []).append((rule, steps(rule.field, rule.check, names)))
     return out
 
 
@@ -358,18 +417,42 @@ def environment(fmt: Any, record: Any, fields: dict[str, Any], ctx: dict[str, An
     (None when not passed) and the record's fields."""
     import sys
 
+    from inert.spec._grammar import Array, Bytes, Utf8
+
     env = constants(sys.modules[f"inert.spec.{fmt.module_name}"])
     env.update(tag_members(record))
+    env[ABSENT] = {text: [] if isinstance(sub, (Array, Utf8, Bytes)) else 0
+                   for text, (_union, _name, sub) in union_columns(record).items()}
     env.update({name: ctx.get(name) for name in fmt.params})
     env.update(fields)
     return env
 
 
+def union_columns(record: Any) -> dict[str, tuple[Any, str, Any]]:
+    """The columns ``ARRAY.union.field`` of ``record``: by their text, the union, the field's name (the tag's or
+    a case's) and its grammar element."""
+    from inert.spec._grammar import Array, Record, Tag, Union
+
+    out: dict[str, tuple[Any, str, Any]] = {}
+    for name, sub in record.fields:
+        if not (isinstance(sub, Array) and isinstance(sub.element, Record)):
+            continue
+        for union_name, union in sub.element.fields:
+            if not isinstance(union, Union):
+                continue
+            tag: Any = union.tag if isinstance(union.tag, Tag) else None
+            out[f"{name}.{union_name}.{union.tag_field}"] = (union, union.tag_field, tag)
+            for case in union.cases.values():
+                for field, element in case.fields if case is not None else ():
+                    out.setdefault(f"{name}.{union_name}.{field}", (union, field, element))
+    return out
+
+
 def columns(fmt: Any) -> dict[tuple[str, str], int]:
     """The columns the rules of ``fmt`` read, ``(record typename, field)`` -> slot: ``ARRAY.field`` of a
-    record's array of records (the element record's field), and a record's array of strings or arrays
-    named whole (its elements)."""
-    from inert.spec._grammar import Array, Record, Scalar
+    record's array of records (the element record's field), ``ARRAY.union.field`` (the union's typename
+    and field), and a record's array of strings named whole (its elements)."""
+    from inert.spec._grammar import Array, Record, Utf8
 
     records: dict[str, Any] = {}
     for table in (fmt.versions, *fmt.parts.values()):
@@ -378,26 +461,27 @@ def columns(fmt: Any) -> dict[tuple[str, str], int]:
     keys: set[tuple[str, str]] = set()
     for typename, rules in record_rules(fmt).items():
         fields = dict(records[typename].fields)
+        unions = union_columns(records[typename])
         for _rule, rule_steps in rules:
             for step in rule_steps:
+                inner = {id(n.value) for n in ast.walk(step.expr) if isinstance(n, ast.Attribute)}
                 for node in ast.walk(step.expr):
-                    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-                        array = fields.get(node.value.id)
+                    if isinstance(node, ast.Attribute) and id(node) not in inner:
+                        chain = _chain(node) or []
+                        array = fields.get(chain[0])
                         if not (isinstance(array, Array) and isinstance(array.element, Record)):
-                            raise RuleSyntaxError(f"{typename}: {node.value.id} is no array of records")
-                        keys.add((array.element.typename, node.attr))
+                            raise RuleSyntaxError(f"{typename}: {chain[0]} is no array of records")
+                        if len(chain) == 3:
+                            if ".".join(chain) not in unions:
+                                raise RuleSyntaxError(f"{typename}: {'.'.join(chain)} is no field of a union")
+                            union, name, _sub = unions[".".join(chain)]
+                            places = sum(sub is union for r in records.values() for _, sub in r.fields)
+                            if places != 1:  # one item per union read: its column must be one array's
+                                raise RuleSyntaxError(f"{typename}: {'.'.join(chain)}: the union is read in {places} places")
+                            keys.add((union.typename, name))
+                        else:
+                            keys.add((array.element.typename, node.attr))
                     elif isinstance(node, ast.Name) and isinstance(fields.get(node.id), Array):
-                        if not isinstance(fields[node.id].element, (Scalar, Record)):
+                        if isinstance(fields[node.id].element, Utf8):
                             keys.add((typename, node.id))
     return {key: slot for slot, key in enumerate(sorted(keys))}
-
-
-def held_only_in_python(format_name: str, kind: str, field: str, reason: str) -> bool:
-    """Whether a refusal is one of a rule the C readers do not make (a named Python check, ``check:``):
-    the differential tests compare the C readers with Python everywhere else."""
-    from inert.spec import FORMATS
-
-    fmt = FORMATS.get(format_name.split(".", 1)[0])
-    return fmt is not None and any(
-        rule.check.startswith("check:") and rule.on and rule.matches(kind, field, reason) for rule in fmt.declared
-    )

@@ -113,11 +113,11 @@ FORMAT = Format(
 RULES = (
     SpecRule("dump-manifest.field-name-unique", "A field name appears once in fields.", "invalid-value",
              "fields[i].name", "distinct(fields.name)", r"appears twice$", on="DumpManifest"),
-    SpecRule("dump-manifest.dimension", "No dimension of a DENSE field's shape or of a key's nested shape "
-             "exceeds 2**63 - 1 (torch and numpy hold sizes as signed 64-bit numbers).", "invalid-value",
+    SpecRule("dump-manifest.dimension", "No dimension of a DENSE field's shape, nor of any nested shape a key "
+             "lists, exceeds 2**63 - 1 (torch and numpy hold sizes as signed 64-bit numbers).", "invalid-value",
              "fields[i].layout.shape[i]|keys[i].nested_shapes[i][i]",
-             "check:dimensions (all(d <= 2**63 - 1 for d in shape) of every DENSE layout and nested shape: "
-             "a column of a union's case, which the rule language does not collect)",
+             "all(all(d <= 2**63 - 1 for d in shape) for shape in fields.layout.shape) and "
+             "all(all(all(d <= 2**63 - 1 for d in shape) for shape in shapes) for shapes in keys.nested_shapes)",
              r"^dimension \d+ exceeds 2\*\*63 - 1$", on="DumpManifest"),
     SpecRule("dump-manifest.key-unique", "A key appears once in keys.", "invalid-value", "keys[i].key",
              "distinct(keys.key)", r"appears twice$", on="DumpManifest"),
@@ -126,11 +126,13 @@ RULES = (
              "all(all(f[k] < len(fields) and (k == 0 or f[k - 1] < f[k]) for k in range(len(f))) for f in keys.fields)",
              r"is not ascending below", on="DumpManifest"),
     SpecRule("dump-manifest.nested-shapes", "A key holds one nested shape per field of its fields that is NESTED, "
-             "in the same order, each with the field's ndim dims (a shape of more than 64 dims is already "
-             "refused as a count, `grammar.count`, when it is read).", "invalid-value",
-             "keys[i].nested_shapes|keys[i].nested_shapes[i]",
-             "check:nested_shapes (a list a key's fields give, which the rule language cannot build: "
-             "[len(s) for s in nested_shapes] == [schema[f].ndim for f in fields if schema[f].kind == NESTED])",
+             "in the same order, each with the field's ndim dims (a shape of more than 64 dims is already refused "
+             "as a count, `grammar.count`, when it is read).  The count of shapes is checked for every key before "
+             "the dims of any shape.", "invalid-value", "keys[i].nested_shapes|keys[i].nested_shapes[i]",
+             "all(len(keys.nested_shapes[k]) == sum(fields.layout.kind[f] == NESTED for f in keys.fields[k]) "
+             "for k in range(len(keys))) and "
+             "all(all(len(shape) == fields.layout.ndim[f] for shape, f in zip(keys.nested_shapes[k], "
+             "(f for f in keys.fields[k] if fields.layout.kind[f] == NESTED))) for k in range(len(keys)))",
              r"fewer shapes than nested fields|dims, the field has|shapes for \d+ nested fields", on="DumpManifest"),
     SpecRule("dump-manifest.shard-file-name", "A shard file name is " + FILE_NAME_SENTENCE + ", and not `MANIFEST`.",
              "invalid-value", "shards[i].file",
@@ -168,10 +170,10 @@ RULES = (
 RULE_ORDER = (
     "they run after the whole document and its CRC-32, rule by rule in the order listed, each over its "
     "elements in order (fields, keys or shards, then the elements inside them), naming the first that breaks "
-    "it: `field-name-unique` over the fields, then per field `dimension` over its DENSE shape; `key-unique` "
-    "over the keys; `field-index` over each key's field indexes; per key, for each NESTED field in order, "
-    "`nested-shapes` (a shape left for it), `dimension` over that shape, `nested-shapes` (its ndim), then "
-    "`nested-shapes` (no shape left over); then over the shards `shard-file-name`, `shard-file-unique`, "
+    "it: `field-name-unique` over the fields; `dimension` over every DENSE field's shape, then over every "
+    "nested shape of every key; `key-unique` over the keys; `field-index` over each key's field indexes; "
+    "`nested-shapes` first over every key's count of shapes, then over every key's shapes, each against its "
+    "NESTED field's ndim; then over the shards `shard-file-name`, `shard-file-unique`, "
     "`shard-columns`, then over every row of every shard `row-index`, `row-once`, `record-placement`, "
     "`record-length`; last `row-placed`, naming the lowest key index in no shard."
 )

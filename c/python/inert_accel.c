@@ -11,17 +11,18 @@
  * It only ever returns a value the Python reader would return.  Where the C reader refuses the input,
  * or the value holds something this builder does not make (a typed extension of a value document),
  * decode returns None and the codec reads the input again in Python: the error raised is the Python
- * reader's own (kind, offset, field, reason).  Rules the grammar holds only as Python functions are
- * run on the record just built (the visitor's held_rule), first their quick test (`accept`), then,
- * when it fails, the rule itself.
+ * reader's own (kind, offset, field, reason).  The C readers check every rule of the grammar
+ * (spec/_rule_expr.py compiled): nothing is left for Python to check on a value built here.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <math.h>
 #include <string.h>
 
 #include "inert_formats.h"
 #include "inert_runtime.h"
+#include "inert_value_types.h"
 #include "inert_writers.h"
 
 /* Records nest 64 deep at most and value documents 256: each level is one or two frames. */
@@ -29,7 +30,7 @@
 /* Inputs above this size are built with the garbage collector paused: the values hold no cycles, and a
  * collection while a few hundred containers are made costs a tenth of the build. */
 #define GC_PAUSE_SIZE 1024
-/* Pointer-keyed caches (field names, enum members, rules): a power of two. */
+/* Pointer-keyed caches (field names, enum members): a power of two. */
 #define CACHE_SLOTS 256
 /* Short strings kept by content (at most TEXT_CACHED bytes), one per slot: a power of two. */
 #define TEXT_SLOTS 64
@@ -92,10 +93,8 @@ typedef struct {
     const inert_format_entry *entry;
     build *spare; /* the state of a read, kept between calls (NULL while one is running) */
     PyObject *enums; /* enum name -> {int: member} (the codec's tables) */
-    PyObject *rules; /* rule name -> (accept or None, check) */
     slot names[CACHE_SLOTS];
     slot members[CACHE_SLOTS];
-    slot held[CACHE_SLOTS];
     layout layouts[CACHE_SLOTS]; /* by the address of the first field's name */
     PyObject *texts[TEXT_SLOTS]; /* short strings that repeat through a value (a batch's dtypes), by content */
     int_slot ints[INT_SLOTS];
@@ -438,59 +437,10 @@ static void on_bytearray(void *user, const uint8_t *data, size_t len) {
     add(user, PyByteArray_FromStringAndSize((const char *)data, (Py_ssize_t)len));
 }
 
-/* The rule's (accept, check) pair (borrowed), or NULL. */
-static PyObject *rule_of(build *b, const char *rule) {
-    slot *s = lookup(b->d->held, rule, 0);
-    if (s && s->key) return s->obj;
-    PyObject *pair = PyDict_GetItemString(b->d->rules, rule); /* borrowed */
-    if (!pair || !PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) return NULL;
-    if (s) s->key = rule, s->value = 0, s->obj = Py_NewRef(pair);
-    return pair;
-}
-
-static int on_held_rule(void *user, const char *rule, uint64_t start) {
-    build *b = user;
-    (void)start;
-    if (b->failed) return 1;
-    if (b->top == 0 || b->stack[b->top - 1].kind != F_OBJECT) {
-        fail(b);
-        return 1;
-    }
-    frame *f = &b->stack[b->top - 1];
-    if (!f->obj && !(f->obj = PyDict_New())) {
-        fail(b);
-        return 1;
-    }
-    PyObject *pair = rule_of(b, rule);
-    if (!pair) { /* a rule the codec did not give: the Python reader decides */
-        fail(b);
-        return 1;
-    }
-    PyObject *args[2] = {b->stack[b->top - 1].obj, b->ctx};
-    PyObject *accept = PyTuple_GET_ITEM(pair, 0);
-    if (accept != Py_None) {
-        PyObject *quick = PyObject_Vectorcall(accept, args, 2, NULL);
-        int ok = quick ? PyObject_IsTrue(quick) : -1;
-        Py_XDECREF(quick);
-        if (ok == 1) return 0;
-        if (ok < 0) {
-            PyErr_Clear(); /* the quick test raised: the rule itself decides */
-        }
-    }
-    PyObject *fault = PyObject_Vectorcall(PyTuple_GET_ITEM(pair, 1), args, 2, NULL);
-    if (!fault) {
-        fail(b);
-        return 1;
-    }
-    int refused = fault != Py_None;
-    Py_DECREF(fault);
-    return refused; /* refused: the codec reads again for the error */
-}
-
 static const inert_visitor builder = {
     on_begin_object, on_end_object, on_field, on_begin_array, on_end_array, on_null, on_boolean,
     on_int64, on_uint64, on_float64, on_text, on_bytes, on_tag, on_begin_map, on_end_map,
-    on_begin_ext, on_end_ext, on_complex, on_bytearray, on_held_rule,
+    on_begin_ext, on_end_ext, on_complex, on_bytearray,
 };
 
 /* -- the Decoder type -- */
@@ -585,10 +535,10 @@ static PyMethodDef Decoder_methods[] = {
 };
 
 static int Decoder_init(Decoder *self, PyObject *args, PyObject *kwargs) {
-    static char *keywords[] = {"format", "enums", "rules", NULL};
+    static char *keywords[] = {"format", "enums", NULL};
     const char *name;
-    PyObject *enums, *rules;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sO!O!", keywords, &name, &PyDict_Type, &enums, &PyDict_Type, &rules))
+    PyObject *enums;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sO!", keywords, &name, &PyDict_Type, &enums))
         return -1;
     self->entry = inert_format(name);
     if (!self->entry) {
@@ -600,29 +550,21 @@ static int Decoder_init(Decoder *self, PyObject *args, PyObject *kwargs) {
         return -1;
     }
     Py_XSETREF(self->enums, Py_NewRef(enums));
-    Py_XSETREF(self->rules, Py_NewRef(rules));
     return 0;
 }
 
 static int Decoder_traverse(Decoder *self, visitproc visit, void *arg) {
     Py_VISIT(self->enums);
-    Py_VISIT(self->rules);
-    for (size_t k = 0; k < CACHE_SLOTS; k++) {
-        Py_VISIT(self->members[k].obj);
-        Py_VISIT(self->held[k].obj);
-    }
+    for (size_t k = 0; k < CACHE_SLOTS; k++) Py_VISIT(self->members[k].obj);
     return 0;
 }
 
 static int Decoder_clear(Decoder *self) {
     Py_CLEAR(self->enums);
-    Py_CLEAR(self->rules);
     clear_table(self->names);
     clear_table(self->members);
-    clear_table(self->held);
     memset(self->names, 0, sizeof self->names);
     memset(self->members, 0, sizeof self->members);
-    memset(self->held, 0, sizeof self->held);
     memset(self->layouts, 0, sizeof self->layouts);
     self->last = NULL;
     for (size_t k = 0; k < TEXT_SLOTS; k++) Py_CLEAR(self->texts[k]);
@@ -642,7 +584,7 @@ static PyTypeObject DecoderType = {
     .tp_name = "inert._accel.Decoder",
     .tp_basicsize = sizeof(Decoder),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "Decoder(format, enums, rules): a generated C reader building the generated Python codec's values.",
+    .tp_doc = "Decoder(format, enums): a generated C reader building the generated Python codec's values.",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Decoder_init,
     .tp_dealloc = (destructor)Decoder_dealloc,
@@ -846,6 +788,7 @@ typedef struct {
     size_t nblocks, capblocks;
     Py_buffer *views;
     size_t nviews, capviews;
+    PyObject *refs; /* a list of the objects made here that the tree points into (a BytesIO's value) */
 } arena;
 
 static void *arena_alloc(arena *a, size_t count, size_t size) {
@@ -865,6 +808,113 @@ static void arena_free(arena *a) {
     for (size_t k = 0; k < a->nviews; k++) PyBuffer_Release(&a->views[k]);
     PyMem_Free(a->blocks);
     PyMem_Free(a->views);
+    Py_XDECREF(a->refs);
+}
+
+/* A buffer's bytes, held by the arena until the write is done. */
+static int view_of(arena *a, PyObject *obj, const uint8_t **data, size_t *len) {
+    if (a->nviews == a->capviews) {
+        size_t cap = a->capviews ? 2 * a->capviews : 8;
+        Py_buffer *grown = PyMem_Realloc(a->views, cap * sizeof *grown);
+        if (!grown) return (PyErr_NoMemory(), -1);
+        a->views = grown, a->capviews = cap;
+    }
+    if (PyObject_GetBuffer(obj, &a->views[a->nviews], PyBUF_SIMPLE)) return -1;
+    Py_buffer *view = &a->views[a->nviews++];
+    *data = view->buf, *len = (size_t)view->len;
+    return 0;
+}
+
+/* The classes of the typed extensions (inert._value_types) and io.BytesIO, looked up once. */
+static PyObject *typed_classes[6]; /* ArrayValue, SizeValue, DTypeValue, DeviceValue, ObjectValue, BytesIO */
+
+static int load_typed_classes(void) {
+    if (typed_classes[0]) return 0;
+    static const char *const names[5] = {"ArrayValue", "SizeValue", "DTypeValue", "DeviceValue", "ObjectValue"};
+    PyObject *types = PyImport_ImportModule("inert._value_types"), *io = types ? PyImport_ImportModule("io") : NULL;
+    PyObject *found[6] = {0};
+    for (int k = 0; io && k < 5; k++) found[k] = PyObject_GetAttrString(types, names[k]);
+    if (io) found[5] = PyObject_GetAttrString(io, "BytesIO");
+    Py_XDECREF(types);
+    Py_XDECREF(io);
+    for (int k = 0; k < 6; k++)
+        if (!found[k]) {
+            for (int j = 0; j < 6; j++) Py_XDECREF(found[j]);
+            return -1;
+        }
+    memcpy(typed_classes, found, sizeof found);
+    return 0;
+}
+
+/* A DType value by its name (0: none). */
+static uint64_t dtype_code(PyObject *name) {
+    const char *text = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+    if (!text) return (PyErr_Clear(), 0);
+    for (uint64_t k = 1; k <= INERT_DTYPE_COUNT; k++)
+        if (strcmp(text, inert_dtype_names[k]) == 0) return k;
+    return 0;
+}
+
+static int tree_of(arena *a, PyObject *obj, inert_value *out, int depth);
+
+/* A typed value (inert._value_types, io.BytesIO) as a tree node: 1 done, 0 not one, -1 a Python error. */
+static int typed_tree(arena *a, PyObject *obj, inert_value *out, int depth) {
+    if (load_typed_classes()) return -1;
+    PyObject *type = (PyObject *)Py_TYPE(obj);
+    int which = -1;
+    for (int k = 0; k < 6; k++)
+        if (type == typed_classes[k]) which = k;
+    if (which < 0) return 0;
+    static const char *const attrs[5][4] = {
+        {"dtype", "shape", "data", "scalar"}, {"dims"}, {"name"}, {"type", "index"}, {"name", "state"},
+    };
+    PyObject *got[4] = {0};
+    int fault = 0;
+    if (which == 5) {
+        if (!a->refs && !(a->refs = PyList_New(0))) return -1;
+        PyObject *value = PyObject_CallMethod(obj, "getvalue", NULL);
+        fault = !value || PyList_Append(a->refs, value) || view_of(a, value, &out->data, &out->len);
+        Py_XDECREF(value);
+        out->kind = INERT_VALUE_BYTESIO;
+        return fault ? -1 : 1;
+    }
+    for (int k = 0; k < 4 && !fault && attrs[which][k]; k++) fault = !(got[k] = PyObject_GetAttrString(obj, attrs[which][k]));
+    inert_value seq;
+    memset(&seq, 0, sizeof seq);
+    if (!fault) switch (which) {
+    case 0: /* ArrayValue: its shape a tuple of dims, its data any bytes-like */
+        out->u = dtype_code(got[0]);
+        fault = tree_of(a, got[1], &seq, depth + 1) || view_of(a, got[2], &out->data, &out->len);
+        out->items = seq.items, out->count = seq.count;
+        out->kind = PyObject_IsTrue(got[3]) ? INERT_VALUE_ARRAY_SCALAR : INERT_VALUE_ARRAY;
+        break;
+    case 1: /* SizeValue */
+        fault = tree_of(a, got[0], &seq, depth + 1);
+        out->kind = INERT_VALUE_TORCH_SIZE, out->items = seq.items, out->count = seq.count;
+        break;
+    case 2: /* DTypeValue */
+        out->kind = INERT_VALUE_TORCH_DTYPE, out->u = dtype_code(got[0]);
+        break;
+    default: { /* DeviceValue (index None or an int), ObjectValue (its state one value) */
+        inert_value *items = arena_alloc(a, 1, sizeof *items), text;
+        if (!items) {
+            PyErr_NoMemory();
+            fault = 1;
+            break;
+        }
+        fault = tree_of(a, got[0], &text, depth + 1);
+        if (!fault && text.kind != INERT_VALUE_TEXT) {
+            PyErr_SetString(PyExc_TypeError, "a device type or registered name is a str");
+            fault = 1;
+        }
+        out->data = text.data, out->len = text.len, out->items = items;
+        out->count = which == 3 && got[1] == Py_None ? 0 : 1;
+        if (!fault && out->count) fault = tree_of(a, got[1], items, depth + 1);
+        out->kind = which == 3 ? INERT_VALUE_TORCH_DEVICE : INERT_VALUE_REGISTERED;
+    }
+    }
+    for (int k = 0; k < 4; k++) Py_XDECREF(got[k]);
+    return fault ? -1 : 1;
 }
 
 /* Whether every key of the dict is a str without NUL (an object of named members). */
@@ -899,9 +949,17 @@ static int tree_of(arena *a, PyObject *obj, inert_value *out, int depth) {
         if (!overflow) {
             out->kind = INERT_VALUE_INT, out->i = i;
         } else {
-            unsigned long long u = PyLong_AsUnsignedLongLong(obj);
-            if (u == (unsigned long long)-1 && PyErr_Occurred()) return -1;
-            out->kind = INERT_VALUE_UINT, out->u = u;
+            unsigned long long u = overflow > 0 ? PyLong_AsUnsignedLongLong(obj) : 0;
+            if (overflow < 0 || (u == (unsigned long long)-1 && PyErr_Occurred())) { /* beyond 64 bits */
+                PyErr_Clear();
+                out->kind = INERT_VALUE_BIGINT, out->f = PyLong_AsDouble(obj);
+                if (out->f == -1.0 && PyErr_Occurred()) { /* beyond a double too: only its sign matters */
+                    PyErr_Clear();
+                    out->f = overflow > 0 ? HUGE_VAL : -HUGE_VAL;
+                }
+            } else {
+                out->kind = INERT_VALUE_UINT, out->u = u;
+            }
         }
     } else if (PyFloat_Check(obj)) {
         out->kind = INERT_VALUE_FLOAT, out->f = PyFloat_AS_DOUBLE(obj);
@@ -931,15 +989,8 @@ static int tree_of(arena *a, PyObject *obj, inert_value *out, int depth) {
     } else if (PyBytes_Check(obj)) {
         out->kind = INERT_VALUE_BYTES, out->data = (const uint8_t *)PyBytes_AS_STRING(obj), out->len = (size_t)PyBytes_GET_SIZE(obj);
     } else if (PyObject_CheckBuffer(obj)) {
-        if (a->nviews == a->capviews) {
-            size_t cap = a->capviews ? 2 * a->capviews : 8;
-            Py_buffer *grown = PyMem_Realloc(a->views, cap * sizeof *grown);
-            if (!grown) return (PyErr_NoMemory(), -1);
-            a->views = grown, a->capviews = cap;
-        }
-        if (PyObject_GetBuffer(obj, &a->views[a->nviews], PyBUF_SIMPLE)) return -1;
-        Py_buffer *view = &a->views[a->nviews++];
-        out->kind = INERT_VALUE_BYTES, out->data = view->buf, out->len = (size_t)view->len;
+        if (view_of(a, obj, &out->data, &out->len)) return -1;
+        out->kind = INERT_VALUE_BYTES;
     } else if (PyList_Check(obj) || PyTuple_Check(obj)) {
         Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
         inert_value *items = arena_alloc(a, (size_t)n, sizeof *items);
@@ -972,8 +1023,12 @@ static int tree_of(arena *a, PyObject *obj, inert_value *out, int depth) {
         }
         out->kind = INERT_VALUE_OBJECT, out->members = members, out->count = (size_t)k;
     } else {
-        PyErr_Format(PyExc_TypeError, "no value tree for %s", Py_TYPE(obj)->tp_name);
-        return -1;
+        int typed = typed_tree(a, obj, out, depth);
+        if (typed < 0) return -1;
+        if (!typed) {
+            PyErr_Format(PyExc_TypeError, "no value tree for %s", Py_TYPE(obj)->tp_name);
+            return -1;
+        }
     }
     return 0;
 }

@@ -3,9 +3,8 @@
 
 The first byte picks a format and ``decode`` keyword set from the registry; the rest is the input.
 The C reader (through ctypes, ``fuzz/c_reader.py``) and the interpreted grammar must agree: both
-accept, or both refuse with the same kind, offset and field path, except where Python refuses by
-a rule held only in Python (``inert.spec._rule_expr.held_only_in_python``), which the C readers do
-not make.  Run it as any target: ``python fuzz/targets/c_differential.py -max_total_time=60``.
+accept, or both refuse with the same kind, offset and field path (the C readers check every rule
+of the grammar).  Run it as any target: ``python fuzz/targets/c_differential.py -max_total_time=60``.
 """
 
 import sys
@@ -19,7 +18,6 @@ harness.instrument(*FORMATS)
 
 from inert.spec import FORMATS as GRAMMARS  # noqa: E402
 from inert.spec import _grammar  # noqa: E402
-from inert.spec._rule_expr import held_only_in_python  # noqa: E402
 
 from fuzz.c_reader import CReaders  # noqa: E402
 from fuzz.registry import cases  # noqa: E402
@@ -27,8 +25,6 @@ from inert._errors import InertError  # noqa: E402
 
 CASES = cases()
 C = CReaders()
-#: A Python verdict the C readers need not share (a refusal by a rule held only in Python).
-SKIP = ("skip", -1, "")
 
 
 def python_verdict(entry, data: bytes, kwargs) -> tuple[str, int, str] | None:  # type: ignore[no-untyped-def]
@@ -37,8 +33,6 @@ def python_verdict(entry, data: bytes, kwargs) -> tuple[str, int, str] | None:  
     try:
         _grammar.interpret_decode(grammar, data, kwargs.get("version"), part=entry.part, **params)
     except InertError as exc:
-        if held_only_in_python(entry.format, exc.kind, exc.field, exc.reason):
-            return SKIP
         return exc.kind, exc.offset, exc.field
     return None
 
@@ -48,8 +42,6 @@ def test_one_input(data: bytes) -> None:
         return
     entry, kwargs = CASES[data[0] % len(CASES)]
     expected = python_verdict(entry, data[1:], kwargs)
-    if expected == SKIP:
-        return
     got = C.verdict(entry.name, data[1:], kwargs)
     if got != expected:
         raise AssertionError(f"{entry.name} {dict(kwargs)} {data[1:].hex()}: C {got}, Python {expected}")

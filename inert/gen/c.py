@@ -193,12 +193,16 @@ class _Emitter(LineEmitter):
         self.emit(ind, f"if (inert_read_uint(r, off, {con.tag.scalar.size}, &{tag})) return inert_within(r, {field});")
         self.emit(ind, f"switch ({tag}) {{")
         enum_name = con.tag.enum_cls.__name__
+        # The union's columns the rules read (ARRAY.union.field): one item per union read, for every case.
+        pushed = [(name, slot) for (typename, name), slot in sorted(self.mod.slots.items()) if typename == con.typename]
         for member, case in con.cases.items():
             self.emit(ind, f"case {int(member)}: {{")
             self.visit(ind + 1, f"field(r->user, {field})")
             self.visit(ind + 1, f"tag(r->user, {_c_string(enum_name)}, {_c_string(member.name)}, {int(member)})")
-            if case is not None:
-                self.record(case, ind + 1)
+            read = self.record(case, ind + 1) if case is not None else {}
+            for name, slot in pushed:
+                item = CField("num", tag) if name == con.tag_field else read.get(name, CField("num", "0"))
+                self.push(ind + 1, slot, item, f"inert_within(r, {_c_string(name)})")
             self.emit(ind + 1, "break;")
             self.emit(ind, "}")
         self.emit(ind, "default:")
@@ -210,8 +214,9 @@ class _Emitter(LineEmitter):
         self.emit(ind, "}")
         self.visit(ind, "end_object(r->user)")
 
-    def record(self, con: Record, ind: int) -> None:
-        """The reads of a record's fields (the caller has begun its object), then its rules."""
+    def record(self, con: Record, ind: int) -> dict[str, CField]:
+        """The reads of a record's fields (the caller has begun its object), then its rules; what the rules
+        may read of its fields."""
         start = self.fresh("start")
         self.emit(ind, f"size_t {start} = *off;")
         self.emit(ind, f"(void){start};")
@@ -230,7 +235,7 @@ class _Emitter(LineEmitter):
                 fields[name] = CField("num", crc)
                 continue
             slot = self.mod.slots.get((con.typename, name))
-            per_element = slot is not None and isinstance(sub, Array) and not isinstance(sub.element, Scalar)
+            per_element = slot is not None and isinstance(sub, Array) and isinstance(sub.element, Utf8)
             held = self.value(sub, wrap, ind, slot if per_element else None)
             if slot is not None and not per_element:
                 assert held is not None, f"{con.typename}.{name}: a column of a field the C reader keeps nothing of"
@@ -242,7 +247,7 @@ class _Emitter(LineEmitter):
         if con.typename in self.mod.rules:
             # The declared rules state every check of the record (a test holds them to the Python checks).
             self.rules(con, fields, start, ind)
-            return
+            return fields
         for check in con.checks:
             name = _check_name(check)
             expr = getattr(check, "expr", None)
@@ -256,9 +261,6 @@ class _Emitter(LineEmitter):
             except Untranslatable as exc:
                 self.mod.unchecked.append(f"{con.typename}: {name} ({exc})")
                 self.emit(ind, f"/* not checked: {name} ({exc}) */")
-                held = getattr(getattr(check, "check", None), "__name__", None)
-                if expr is None and held:  # a visitor that can run the Python function (the accelerator) is asked
-                    self.emit(ind, f"if (inert_held_rule(r, {_c_string(held)}, {start})) return -1;")
                 continue
             reason = getattr(check, "reason", None) or getattr(check, "sentence", None) or name
             self.emit(ind, f"if (!({test}))")
@@ -266,6 +268,7 @@ class _Emitter(LineEmitter):
                 ind + 1,
                 f"return inert_fail(r, {kind}, {start}, {_c_string(check.field)}, \"%s\", {_c_string(reason)});",
             )
+        return fields
 
     def rules(self, con: Record, fields: dict[str, CField], start: str, ind: int) -> None:
         """The steps of the rules declared on ``con``, in declaration order: the first that fails is the fault."""
@@ -277,21 +280,15 @@ class _Emitter(LineEmitter):
                     slot = self.mod.slots.get((sub.element.typename, element_name))
                     if slot is not None:
                         columns[f"{name}.{element_name}"] = _column(slot, element)
+        for text, (union, field_name, element) in _rule_expr.union_columns(con).items():
+            slot = self.mod.slots.get((union.typename, field_name))
+            if slot is not None:
+                columns[text] = _column(slot, element)
         compiler = StepCompiler({**fields, **columns}, names, self.mod.fmt.params, self.mod.tables, self.fresh)
         body: list[str] = []
-        # The record's Python checks, which a visitor that can run them (the accelerator) is asked to run where
-        # a rule is held only in Python: they check every rule of the record, those already checked here included.
-        held = [getattr(c.check, "__name__", None) for c in con.checks if getattr(c, "expr", None) is None
-                and getattr(c, "check", None) is not None]
         for rule, steps in self.mod.rules[con.typename]:
             kind = _KINDS[rule.kind]
             reason = _c_string(f"{rule.id}: {rule.sentence}")
-            if not steps:  # a named check held only in Python
-                self.mod.unchecked.append(f"{con.typename}: {rule.id} ({rule.check.split(' ', 1)[0]}: held only in Python)")
-                body.append("    " * ind + f"/* not checked: {rule.id} (held only in Python) */")
-                body.extend("    " * ind + f"if (inert_held_rule(r, {_c_string(name)}, {start})) return -1;"
-                            for name in held if name)
-                held = []  # asked once per record
             for step in steps:
                 if "[i]" in step.field:  # the indexes of the failing elements, filled in (@INDEXES@)
                     field = self.fresh("field")
@@ -309,7 +306,7 @@ class _Emitter(LineEmitter):
 
     def push(self, ind: int, slot: int, held: CField, wrap: str) -> None:
         """Append what the rules read of a field to its column."""
-        if held.kind in ("str", "bytes", "arr"):
+        if held.kind in ("str", "bytes", "arr", "arrs"):
             item = f"{held.ptr}, (uint64_t){held.length}"
         else:
             item = f"NULL, (uint64_t){held.value}"
@@ -439,6 +436,11 @@ class _Emitter(LineEmitter):
                 self.visit(ind, "end_array(r->user)")
                 return CField("arr", ptr=start, length=count, width=element.size, signed=element.low < 0)
             else:
+                ragged = isinstance(element, Array) and isinstance(element.element, Scalar)
+                first = self.fresh("p") if ragged else ""  # where an array of arrays of numbers lies, end to end
+                if ragged:
+                    self.emit(ind, f"const uint8_t *{first} = r->buf + *off;")
+                    self.emit(ind, f"(void){first};")
                 self.emit(ind, f"for (uint64_t {index} = 0; {index} < {count}; {index}++) {{")
                 item = self.value(element, f"(inert_within_index(r, {index}), {wrap})", ind + 1)
                 if slot is not None:
@@ -446,6 +448,9 @@ class _Emitter(LineEmitter):
                     self.push(ind + 1, slot, item, f"(inert_within_index(r, {index}), {wrap})")
                 self.emit(ind, "}")
             self.visit(ind, "end_array(r->user)")
+            if ragged:
+                return CField("arrs", ptr=first, length=count, width=int(element.element.size),
+                              signed=element.element.low < 0, prefix=int(element.prefix.size))
             return CField("list", length=count)  # the rules may take its length
         # An element the C emitter does not know yet (the grammar grew): the reader says so at run time,
         # and the source lists it, rather than ``inert gen`` failing for every format.
@@ -464,6 +469,10 @@ def _column(slot: int, element: Any) -> CField:
         elem, width = "num", 0
     elif isinstance(element, Array) and isinstance(element.element, Scalar):
         elem, width = "arr", int(element.element.size)
+    elif isinstance(element, Array) and isinstance(element.element, Array) and isinstance(element.element.element, Scalar):
+        inner = element.element
+        return CField("col", ptr=f"(&r->columns[{slot}])", length=f"r->columns[{slot}].count",
+                      width=int(inner.element.size), elem="arrs", prefix=int(inner.prefix.size))
     else:
         raise Untranslatable(f"a column of {type(element).__name__}")
     return CField("col", ptr=f"(&r->columns[{slot}])", length=f"r->columns[{slot}].count", width=width, elem=elem)

@@ -24,8 +24,10 @@ __all__ = ["CField", "StepCompiler"]
 class CField:
     """A field read into locals: ``kind`` ``num`` (``value``; ``signed``), ``tag`` (``value``, ``enum``),
     ``str``/``bytes`` (``ptr``, ``length``), ``arr`` (``ptr``, ``length`` elements of ``width`` bytes) or
-    ``col``, a column (``ptr`` to its ``inert_column``, ``length`` items of kind ``elem``), or ``list``, an
-    array of records of which the rules read only the ``length``."""
+    ``arrs``, an array of ``length`` arrays of numbers laid end to end from ``ptr`` (each a ``prefix``-byte
+    count, then its elements of ``width`` bytes: iterated, never indexed), ``col``, a column (``ptr`` to its
+    ``inert_column``, ``length`` items of kind ``elem``), or ``list``, an array of records of which the rules
+    read only the ``length``."""
 
     kind: str
     value: str = ""
@@ -34,7 +36,8 @@ class CField:
     length: str = ""
     width: int = 0
     enum: Any = None
-    elem: str = ""  # a column's items: str, num or arr
+    elem: str = ""  # a column's items: str, num, arr or arrs
+    prefix: int = 0  # arrs: the bytes of each array's count
 
 
 @dataclass
@@ -62,6 +65,11 @@ def _const(value: int) -> str:
     if 0 < value < 1 << 126:
         return f"inert_i128_make({value >> 64}, {value & ((1 << 64) - 1)}ull)"
     raise RuleSyntaxError(f"the constant {value} is beyond the C compiler's range")
+
+
+def _item(f: CField, at: str) -> CField:
+    """The item ``at`` (``column->items[i]``) of the column ``f`` of strings or arrays."""
+    return CField(f.elem, ptr=f"{at}.p", length=f"(size_t){at}.n", width=f.width, signed=f.signed, prefix=f.prefix)
 
 
 class StepCompiler:
@@ -126,10 +134,10 @@ class StepCompiler:
         if isinstance(node, ast.Name):
             return self.name(node.id)
         if isinstance(node, ast.Attribute):
-            assert isinstance(node.value, ast.Name)
-            column = self.fields.get(f"{node.value.id}.{node.attr}")
+            text = ast.unparse(node)  # ARRAY.field or ARRAY.union.field
+            column = self.fields.get(text)
             if column is None:
-                raise RuleSyntaxError(f"{node.value.id}.{node.attr} is no column of the record")
+                raise RuleSyntaxError(f"{text} is no column of the record")
             return _Val("field", field=column)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             folded = self.fold(node)
@@ -147,7 +155,7 @@ class StepCompiler:
         if isinstance(node, ast.Subscript):
             seq = self.value(node.value)
             if seq.field is None or seq.field.kind not in ("arr", "bytes", "str", "col"):
-                raise RuleSyntaxError("only an array field is indexed")
+                raise RuleSyntaxError("only an array field is indexed (an array of arrays is iterated)")
             at = self.temp("inert_i128", self.num(node.slice))
             f = seq.field
             if f.kind == "col":
@@ -156,7 +164,7 @@ class StepCompiler:
                 item = f"{f.ptr}->items[(size_t){at}.lo]"
                 if f.elem == "num":
                     return _Val("num", f"inert_i128_from_u64({item}.n)")
-                return _Val("field", field=CField(f.elem, ptr=f"{item}.p", length=f"(size_t){item}.n", width=f.width))
+                return _Val("field", field=_item(f, item))
             self.emit(f"if ({at}.hi != 0 || {at}.lo >= (uint64_t){f.length}) goto {self.broken};")
             self.used_broken = True
             return _Val("num", self.element(f, f"(size_t){at}.lo"))
@@ -238,39 +246,131 @@ class StepCompiler:
                 at = f"{f.ptr}->items[{i}]"
                 if f.elem == "num":
                     return _Val("num", self.temp("inert_i128", f"inert_i128_from_u64({at}.n)"))
-                return _Val("field", field=CField(f.elem, ptr=f"{at}.p", length=f"(size_t){at}.n", width=f.width))
+                return _Val("field", field=_item(f, at))
             return f"(uint64_t){f.length}", item
+        if f is not None and f.kind == "arrs":  # a cursor from one array to the next: called once per i, in order
+            cursor = self.temp("const uint8_t *", f.ptr)
+
+            def array(i: str) -> _Val:
+                at, count = self.fresh("at"), self.fresh("count")
+                self.emit(f"const uint8_t *{at} = {cursor};")
+                self.emit(f"uint64_t {count} = inert_load_le({at}, {f.prefix});")
+                self.emit(f"{cursor} = {at} + {f.prefix} + (size_t){count} * {f.width};")
+                return _Val("field", field=CField("arr", ptr=f"({at} + {f.prefix})", length=f"(size_t){count}",
+                                                  width=f.width, signed=f.signed))
+            return f"(uint64_t){f.length}", array
         if f is None or f.kind not in ("arr", "bytes", "str"):
             raise RuleSyntaxError(f"{ast.unparse(node)} is not an array")
         return f"(uint64_t){f.length}", lambda i: _Val("num", self.temp("inert_i128", self.element(f, f"(size_t){i}")))
 
     def loop(self, gen: ast.GeneratorExp, body: Any, index: str | None = None) -> None:
         """Nested loops over ``gen``'s generators; ``body()`` emits the innermost statements (its
-        ``break`` leaves the innermost loop only: the caller uses a flag)."""
+        ``break`` leaves the innermost loop only: the caller uses a flag).  ``index``: set to the position
+        of the first generator's element (before its ``if``, which skips with ``continue``)."""
         saved = dict(self.scope)
-        depth = 0
+        ends: list[str] = []  # per loop, the label after it ("" for none)
         for k, comp in enumerate(gen.generators):
-            assert isinstance(comp.target, ast.Name)
-            length, element = self.sequence(comp.iter)
+            it = comp.iter
             i = self.fresh("i")
-            self.emit(f"for (uint64_t {i} = 0; {i} < {length}; {i}++) {{")
-            self.ind += 1
-            depth += 1
-            self.scope[comp.target.id] = element(i)
-            if k == 0 and index is not None:
-                self.emit(f"{index} = {i};")
+            if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "zip":
+                if not isinstance(comp.target, ast.Tuple) or len(comp.target.elts) != len(it.args):
+                    raise RuleSyntaxError("`for a, b in zip(A, B)`: one name per sequence")
+                streams = [self.stream(arg) for arg in it.args]
+                end = self.fresh("zip_end")
+                self.emit(f"for (uint64_t {i} = 0;; {i}++) {{")
+                self.ind += 1
+                if k == 0 and index is not None:  # before the pair is taken: a broken index names it
+                    self.emit(f"{index} = {i};")
+                for target, stream in zip(comp.target.elts, streams, strict=True):
+                    assert isinstance(target, ast.Name)
+                    self.scope[target.id] = stream(end)
+                ends.append(end)
+            else:
+                if not isinstance(comp.target, ast.Name):
+                    raise RuleSyntaxError("a tuple of names is bound by zip() only")
+                length, element = self.sequence(it)
+                self.emit(f"for (uint64_t {i} = 0; {i} < {length}; {i}++) {{")
+                self.ind += 1
+                if k == 0 and index is not None:
+                    self.emit(f"{index} = {i};")
+                self.scope[comp.target.id] = element(i)
+                ends.append("")
+            for cond in comp.ifs:
+                self.emit(f"if (!({self.boolean(cond)})) continue;")
         body()
-        for _ in range(depth):
+        for end in reversed(ends):
             self.ind -= 1
             self.emit("}")
+            if end:
+                self.emit(f"{end}:;")
         self.scope = saved
+
+    def stream(self, node: ast.expr) -> Any:
+        """One sequence of a zip(): its state is set up here, before the loop; the function returned emits,
+        in the loop, the statements that take its next element (or leave the loop by ``goto end``)."""
+        gen = node if isinstance(node, ast.GeneratorExp) else None
+        if gen is not None and (len(gen.generators) != 1 or not isinstance(gen.generators[0].target, ast.Name)):
+            raise RuleSyntaxError("a generator in zip() is `E for x in A [if C]`")
+        length, element = self.sequence(gen.generators[0].iter if gen is not None else node)
+        pos = self.fresh("pos")
+        self.emit(f"uint64_t {pos} = 0;")
+
+        def take(end: str) -> _Val:
+            if gen is None:
+                self.emit(f"if ({pos} >= {length}) goto {end};")
+                at = self.temp("uint64_t", f"{pos}++")
+                self.emit(f"(void){at};")  # an array of arrays takes its next one from a cursor
+                return element(at)
+            comp = gen.generators[0]
+            assert isinstance(comp.target, ast.Name)
+            decl_at = len(self.lines)  # the declarations of the element, taken inside the search below
+            self.emit("for (;;) {")
+            self.ind += 1
+            self.emit(f"if ({pos} >= {length}) goto {end};")
+            at = self.temp("uint64_t", f"{pos}++")
+            saved = dict(self.scope)
+            self.scope[comp.target.id] = element(at)
+            for cond in comp.ifs:
+                self.emit(f"if (!({self.boolean(cond)})) continue;")
+            decls, taken = self.hold(self.value(gen.elt))
+            self.scope = saved
+            self.emit("break;")
+            self.ind -= 1
+            self.emit("}")
+            self.lines[decl_at:decl_at] = ["    " * self.ind + line for line in decls]
+            return taken
+
+        return take
+
+    def hold(self, val: _Val) -> tuple[list[str], _Val]:
+        """Copies ``val`` into variables declared by the lines returned (to be placed before the block that
+        assigns them here): what a loop found, used after it."""
+        name = self.fresh("held")
+        if val.kind == "num":
+            self.emit(f"{name} = {val.code};")
+            return [f"inert_i128 {name};"], _Val("num", name)
+        if val.kind == "bool":
+            self.emit(f"{name} = {val.code};")
+            return [f"int {name};"], _Val("bool", name)
+        f = val.field
+        if f is not None and f.kind in ("num", "tag"):
+            ctype = "int64_t" if f.signed else "uint64_t"
+            self.emit(f"{name} = {f.value};")
+            return [f"{ctype} {name};"], _Val("field", field=CField(f.kind, name, signed=f.signed, enum=f.enum))
+        if f is not None and f.kind in ("arr", "arrs", "str", "bytes"):
+            self.emit(f"{name}_p = {f.ptr};")
+            self.emit(f"{name}_n = (size_t)({f.length});")
+            return ([f"const uint8_t *{name}_p;", f"size_t {name}_n;"],
+                    _Val("field", field=CField(f.kind, ptr=f"{name}_p", length=f"{name}_n", width=f.width,
+                                               signed=f.signed, prefix=f.prefix)))
+        raise RuleSyntaxError("a generator in zip() yields numbers, strings or arrays")
 
     def call(self, node: ast.Call) -> _Val:
         assert isinstance(node.func, ast.Name)
         fn = node.func.id
         if fn == "len":
             val = self.value(node.args[0])
-            if val.field is None or val.field.kind not in ("arr", "bytes", "str", "col", "list"):
+            if val.field is None or val.field.kind not in ("arr", "arrs", "bytes", "str", "col", "list"):
                 raise RuleSyntaxError("len() of an array, a string or bytes")
             return _Val("num", f"inert_i128_from_u64((uint64_t){val.field.length})")
         if fn in ("max", "min"):

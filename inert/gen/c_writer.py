@@ -4,9 +4,10 @@ A generated writer walks the grammar as the Python encoder does, taking its valu
 ``inert_value`` nodes shaped like the Python codec's values (``c/inert_writer.h``), and writes the
 same bytes; then the format's generated C reader reads them back, so whatever the reader's rules
 refuse, the writer refuses.  Written: ``shm-message`` and ``shm-samples-meta`` (what a C++ data
-loader worker sends) and ``checkpoint-shard`` records (what a C++ checkpoint writer writes); value
-documents in the canonical MessagePack form, except the typed extensions (numpy, torch, registered
-objects), which a value tree cannot hold.
+loader worker sends) and ``checkpoint-shard`` files and records (what a C++ checkpoint writer
+writes: a whole file is the file header, magic and ``format_version``, then the grammar); value
+documents in the canonical MessagePack form, the typed extensions (numpy arrays and scalars, torch
+Size, dtype and device, BytesIO, registered objects) included (``c/inert_writer.c``).
 ``c/inert_writers.{h,c}`` is the registry, by the conformance name.
 """
 
@@ -46,7 +47,7 @@ __all__ = ["WRITTEN", "outputs", "run"]
 WRITTEN: dict[str, tuple[str | None, ...]] = {
     "shm-message": (None,),
     "shm-samples-meta": (None,),
-    "checkpoint-shard": ("record",),
+    "checkpoint-shard": (None, "record"),
 }
 
 
@@ -216,8 +217,6 @@ def _entry_points(fmt: Format) -> list[tuple[str, str, str, dict[int, Any]]]:
 
 def generate(fmt: Format) -> tuple[str, str]:
     """The header and the source of ``fmt``'s C writer."""
-    if fmt.magic is not None and None in WRITTEN[fmt.name]:
-        raise TypeError(f"{fmt.name}: whole files (header, size limit) are not written in C yet")
     mod = _Writer(fmt)
     tables = [(fn, reader, name, {v: mod.writer(con) for v, con in sorted(versions.items())})
               for fn, reader, name, versions in _entry_points(fmt)]
@@ -251,8 +250,11 @@ def generate(fmt: Format) -> tuple[str, str]:
         listed = ", ".join(str(v) for v in versions)
         source.append(f"\n{_SIGNATURE.format(fn=fn)} {{\n    inert_writer w;\n")
         source.append(f"    inert_writer_init(&w, {_c_string(name)}, out, cap, err);\n    int status;\n    switch (version) {{\n")
+        # A whole file starts with its header (the magic, then format_version as Int16ul), as file_header writes it.
+        header_of = (f"inert_put(&w, {_c_string(fmt.magic)}, {len(fmt.magic)}); inert_put_le(&w, {{v}}, 2); "
+                     if fmt.magic is not None and name == fmt.name else "")
         for v, writer in versions.items():
-            source.append(f"        case {v}: status = {writer}(&w, value, 0); break;\n")
+            source.append(f"        case {v}: {header_of.format(v=v)}status = {writer}(&w, value, 0); break;\n")
         refuse = f"inert_write_fail(&w, INERT_WRITE_VALUE, \"\", \"version %u is not one of {listed}\", version)"
         source.append(
             f"        default: return {refuse};\n"

@@ -266,6 +266,17 @@ the error names (`[i]` an index, `*` any field of that element); *check* is the 
 expression over the record's fields (or the named check of `inert/_checks.py`).  Each rule
 is pinned by refusing vectors of the corpus (see [the traceability table](traceability.md)).
 
+A check is an expression of Python syntax with exact integer arithmetic (`spec/_rule_expr.py`
+defines the language).  `ARRAY.field` is the field of every record of an array of records;
+`ARRAY.union.field` the tag, or a case's field, of every record's union (0, or an empty array,
+where the record's case has no such field); `for x in A if C` skips the elements failing `C`;
+`zip(A, B)` pairs the elements of two sequences up to the shorter; an index beyond its array
+breaks the rule.  A check of two fields (`a` or `b`) is an `and` of two parts, the first checked
+over every element before the second.  The `[i]` of the field a fault names are, in order, the
+indexes of the first element breaking `all(...)` (its position in the sequence iterated, or the
+pair's in `zip`), then of the first breaking an `all(...)` inside it, or of the first repeat of
+`distinct(...)`.
+
 Order of the checks, when two rules could both apply:
 
 * A file format checks the input's size first (`file.max-size`, before any byte is read),
