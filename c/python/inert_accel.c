@@ -482,14 +482,17 @@ static PyObject *decoder_run(Decoder *self, PyObject *data, PyObject *version_ob
         params.has_max_size = 1;
     }
     Py_buffer view;
-    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)) {
+    int viewed = !PyBytes_CheckExact(data); /* bytes are immutable and the caller holds them: read in place */
+    if (!viewed) {
+        view.buf = PyBytes_AS_STRING(data), view.len = PyBytes_GET_SIZE(data);
+    } else if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)) {
         PyErr_Clear();
         Py_RETURN_NONE;
     }
     /* The spare state, unless a read of this decoder is running (a rule's Python code may read too). */
     build *b = self->spare ? self->spare : PyMem_Malloc(sizeof *b);
     if (!b) {
-        PyBuffer_Release(&view);
+        if (viewed) PyBuffer_Release(&view);
         return PyErr_NoMemory();
     }
     int spare = b == self->spare;
@@ -500,7 +503,7 @@ static PyObject *decoder_run(Decoder *self, PyObject *data, PyObject *version_ob
     inert_error err;
     int status = self->entry->decode(view.buf, (size_t)view.len, version, &params, &builder, b, &err);
     if (paused) PyGC_Enable();
-    PyBuffer_Release(&view);
+    if (viewed) PyBuffer_Release(&view);
     PyObject *value = NULL;
     if (status == 0 && !b->failed && b->top == 0 && b->result) {
         value = b->result;
