@@ -13,6 +13,9 @@
  * decode returns None and the codec reads the input again in Python: the error raised is the Python
  * reader's own (kind, offset, field, reason).  The C readers check every rule of the grammar
  * (spec/_rule_expr.py compiled): nothing is left for Python to check on a value built here.
+ *
+ * A Bound is a message codec's `decode` itself (inert/_accelerator.py, bind_decode): its call runs a
+ * Decoder before any Python frame, and hands whatever it does not read to the Python function.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -48,7 +51,7 @@ enum { F_OBJECT, F_LIST, F_MAP, F_EXT };
  * A record that differs (another case of a union) looks its names up and leaves the layout as it is. */
 typedef struct {
     const char *first;
-    int learner;                       /* the frame (depth + 1) still adding names, 0 once complete */
+    int learner;                       /* the depth (from 1) of the record still adding names, 0 once complete */
     Py_ssize_t count;                  /* names known */
     const char *names[LAYOUT_FIELDS];
     PyObject *keys[LAYOUT_FIELDS];     /* borrowed from the field-name cache */
