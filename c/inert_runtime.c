@@ -58,27 +58,26 @@ int inert_fail(inert_reader *r, inert_kind kind, uint64_t offset, const char *fi
     return -1;
 }
 
-/* prefix + field as inert._errors._below joins them: "a" + "b" -> "a.b", "a" + "[2].b" -> "a[2].b" (cut at the buffer's end). */
-static void below(inert_error *err, const char *prefix) {
+void inert_field_below(char field[INERT_FIELD_MAX], const char *prefix) {
     char joined[INERT_FIELD_MAX];
     size_t n = 0;
-    const char *parts[3] = {prefix, err->field[0] && err->field[0] != '[' ? "." : "", err->field};
+    const char *parts[3] = {prefix, field[0] && field[0] != '[' ? "." : "", field};
     if (!prefix[0]) return;
     for (int k = 0; k < 3; k++)
         for (const char *p = parts[k]; *p && n + 1 < sizeof joined; p++) joined[n++] = *p;
     joined[n] = 0;
-    memcpy(err->field, joined, n + 1);
+    memcpy(field, joined, n + 1);
 }
 
 int inert_within(inert_reader *r, const char *prefix) {
-    below(r->err, prefix);
+    inert_field_below(r->err->field, prefix);
     return -1;
 }
 
 int inert_within_index(inert_reader *r, uint64_t index) {
     char prefix[32];
     snprintf(prefix, sizeof prefix, "[%llu]", (unsigned long long)index);
-    below(r->err, prefix);
+    inert_field_below(r->err->field, prefix);
     return -1;
 }
 

@@ -153,6 +153,9 @@ int inert_fail(inert_reader *r, inert_kind kind, uint64_t offset, const char *fi
     ;
 
 
+/* prefix + field as inert._errors._below joins them, in place: "a" + "b" -> "a.b", "a" + "[2].b" -> "a[2].b"
+ * (cut at INERT_FIELD_MAX - 1 bytes); the readers' and the writers' fault paths both use it. */
+void inert_field_below(char field[INERT_FIELD_MAX], const char *prefix);
 /* Place the fault's field path below `prefix` (a field name, or "" for none). */
 int inert_within(inert_reader *r, const char *prefix);
 /* Place the fault's field path below element `index` of an array. */

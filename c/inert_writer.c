@@ -26,27 +26,15 @@ int inert_write_fail(inert_writer *w, inert_write_kind kind, const char *field, 
     return -1;
 }
 
-/* The fault's field path below `prefix` (a field name, or "[k]"), cut at INERT_FIELD_MAX - 1 bytes. */
-static void below(inert_write_error *err, const char *prefix) {
-    char joined[INERT_FIELD_MAX];
-    size_t n = 0;
-    const char *parts[3] = {prefix, err->field[0] && err->field[0] != '[' ? "." : "", err->field};
-    if (!prefix[0]) return;
-    for (int k = 0; k < 3; k++)
-        for (const char *p = parts[k]; *p && n + 1 < sizeof joined; p++) joined[n++] = *p;
-    joined[n] = 0;
-    memcpy(err->field, joined, n + 1);
-}
-
 int inert_write_within(inert_writer *w, const char *prefix) {
-    below(w->err, prefix);
+    inert_field_below(w->err->field, prefix);
     return -1;
 }
 
 int inert_write_within_index(inert_writer *w, uint64_t index) {
     char prefix[32];
     snprintf(prefix, sizeof prefix, "[%llu]", (unsigned long long)index);
-    below(w->err, prefix);
+    inert_field_below(w->err->field, prefix);
     return -1;
 }
 
