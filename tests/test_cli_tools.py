@@ -440,9 +440,41 @@ def test_verify_chunks_that_do_not_tile_their_tensor(made: dict[str, Path], tmp_
     line = failed_line(err)
     assert code == 1
     if case == "overlap":
-        assert line.endswith("dt: chunks at (0, 0) and (2, 0) overlap"), line
+        assert line.endswith("dt.chunks[1]: the chunk at (2, 0) overlaps another"), line
     else:
-        assert line.endswith(f"dt: chunks cover {ROWS * COLS - COLS} of the tensor's {ROWS * COLS} elements"), line
+        assert line.endswith(f"dt.chunks: 2 chunks hold {ROWS * COLS - COLS} elements, the tensor has {ROWS * COLS}"), line
+
+
+def test_verify_of_8000_column_chunks_is_linear_not_quadratic(made: dict[str, Path], tmp_path: Path) -> None:
+    """Hostile metadata: 8,000 column chunks of one tensor all share their dim-0 range, so a pairwise sweep
+    compares 32 million pairs (over 120 s); the one bounded tiling check draws 8,000 cells."""
+    import resource
+    import subprocess
+    import sys
+
+    from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, MetadataIndex, TensorStorageMetadata
+
+    from inert.torch import dumps_metadata
+
+    path = copy(made, "inert2", tmp_path)
+    metadata = loads_metadata((path / ".metadata").read_bytes())
+    entry = metadata.state_dict_metadata["dt"]
+    assert isinstance(entry, TensorStorageMetadata)
+    info = metadata.storage_data.pop(MetadataIndex("dt", entry.chunks[0].offsets, 0))
+    metadata.storage_data.pop(MetadataIndex("dt", entry.chunks[1].offsets, 1))
+    width = 8000
+    entry.size = torch.Size([1, width])
+    entry.chunks = [ChunkStorageMetadata(offsets=torch.Size([0, j]), sizes=torch.Size([1, 1])) for j in range(width)]
+    for j, chunk in enumerate(entry.chunks):
+        metadata.storage_data[MetadataIndex("dt", chunk.offsets, j)] = info
+    (path / ".metadata").write_bytes(dumps_metadata(metadata))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
+    done = subprocess.run([sys.executable, "-m", "inert", "verify", str(path)], capture_output=True, text=True,
+                          timeout=120)
+    cpu = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime - before
+    assert done.returncode == 1, done.stderr  # the shared records do not hold 8,000 chunks: refused, not hung
+    assert "inert: verify: FAILED" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert cpu < 20, f"verify took {cpu:.1f} s of CPU on 8,000 chunks"
 
 
 def test_verify_all_reports_every_problem(made: dict[str, Path], tmp_path: Path, capsys: Any) -> None:

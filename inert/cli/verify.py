@@ -247,26 +247,12 @@ class _CheckpointCheck:
         return reader, dict(per_file)
 
     def _check_coverage(self, fqn: str, md: Any) -> None:
-        """The chunks of a tensor tile it: their volumes add up to the tensor's and no two overlap
-        (the metadata codec has already checked that each lies inside the tensor)."""
-        total = _volume(md.size)
-        covered = sum(_volume(c.sizes) for c in md.chunks)
-        if covered != total:
-            self.problems.add(f"{fqn}: chunks cover {covered} of the tensor's {total} elements")
-            return
-        chunks = sorted((c for c in md.chunks if _volume(c.sizes)), key=lambda c: tuple(c.offsets))
-        if not chunks or not len(chunks[0].offsets):
-            return
-        # Sweep along dim 0: only chunks whose dim-0 ranges meet can overlap (row shards: one comparison each).
-        for i, a in enumerate(chunks):
-            end = a.offsets[0] + a.sizes[0]
-            for b in chunks[i + 1 :]:
-                if b.offsets[0] >= end:
-                    break
-                if all(ao < bo + bs and bo < ao + as_ for ao, as_, bo, bs in zip(a.offsets, a.sizes, b.offsets, b.sizes,
-                                                                                  strict=True)):
-                    self.problems.add(f"{fqn}: chunks at {tuple(a.offsets)} and {tuple(b.offsets)} overlap")
-                    return
+        """The chunks of a tensor tile it: the one bounded tiling check every reader makes
+        (``inert.torch._tensors.check_tiling``: linear in the grid the chunks draw, capped at
+        ``MAX_TILING_CELLS``), its refusal recorded as a problem."""
+        from inert.torch._tensors import check_tiling
+
+        self.problems.guard("", partial(check_tiling, fqn, md.size, md.chunks))
 
     def _check_files(self, reader: Any, per_file: dict[str, list[tuple[Any, Any]]]) -> None:
         from inert.torch._reader import _Buffers
@@ -339,13 +325,6 @@ class _CheckpointCheck:
             finally:
                 for future, _ in pending:
                     future.cancel()
-
-
-def _volume(sizes: Any) -> int:
-    count = 1
-    for size in sizes:
-        count *= size
-    return count
 
 
 def _read_item(key: Any, sizes: Any) -> Any:

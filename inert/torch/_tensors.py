@@ -34,7 +34,7 @@ from inert.codecs import checkpoint_metadata as metadata_codec
 from ._metadata import InertStorageInfo
 from ._reader import FileSystemReader, ShapeMismatchError, _Buffers, _narrow
 
-__all__ = ["load_tensors", "MAX_TILING_CELLS"]
+__all__ = ["load_tensors", "check_tiling", "MAX_TILING_CELLS"]
 
 #: The most a zstd frame can inflate per byte: a block holds at most 128 KiB and takes at least
 #: 4 bytes (an RLE block: a 3-byte header and the byte repeated).
@@ -116,7 +116,7 @@ def _entry_for(fqn: str, tensor: Any, md: Any) -> TensorStorageMetadata:
 def _read_items(fqn: str, md: TensorStorageMetadata, storage: dict[Any, InertStorageInfo],
                 file_version: Callable[[str], int]) -> list[ReadItem]:
     """One read item per chunk, each reading its whole record into its place in the tensor."""
-    _check_tiling(fqn, md.size, md.chunks)
+    check_tiling(fqn, md.size, md.chunks)
     itemsize = md.properties.dtype.itemsize
     whole = torch.Size([0] * len(md.size))  # each record is read whole
     items = []
@@ -134,7 +134,7 @@ def _read_items(fqn: str, md: TensorStorageMetadata, storage: dict[Any, InertSto
     return items
 
 
-def _check_tiling(fqn: str, size: torch.Size, chunks: list[ChunkStorageMetadata]) -> None:
+def check_tiling(fqn: str, size: torch.Size, chunks: list[ChunkStorageMetadata]) -> None:
     """The chunks cover the tensor and none overlaps another (the metadata codec has put each inside it).
 
     As many elements as the tensor, and no two chunks sharing a cell of the grid their
