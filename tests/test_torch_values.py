@@ -174,6 +174,18 @@ def test_unknown_device_type_is_an_inert_error() -> None:
     assert caught.value.field == "dev"
 
 
+@pytest.mark.parametrize("index", [128, 256, 2**31 - 1])
+def test_device_index_torch_cannot_keep_is_an_inert_error(index: int) -> None:
+    # The grammar allows indexes up to 2**31-1; torch keeps 8 bits, so 128 became -128, 256 device 0.
+    from inert._value_types import DeviceValue
+    from inert.torch._values import from_document
+
+    with pytest.raises(InertError, match=f"device index {index}") as caught:
+        from_document(DeviceValue("cpu", index), "dev")
+    assert caught.value.field == "dev"
+    assert from_document(DeviceValue("cpu", 127), "dev") == torch.device("cpu", 127)  # the largest torch keeps
+
+
 def test_file_names_nothing_importable(tmp_path: Path, registered: None) -> None:
     # The registered name is only a key of the loading program's registry: a name that happens to be
     # an importable callable is refused, never imported.

@@ -39,6 +39,8 @@ _NUMPY = {np.dtype(name.lower()).newbyteorder("<"): name for name in ARRAY_DTYPE
 _NUMPY_OF = {name: dtype for dtype, name in _NUMPY.items()}
 
 _FORMAT = "checkpoint-shard"
+#: torch keeps a device index in 8 signed bits (c10::DeviceIndex), so the largest is 127.
+_MAX_DEVICE_INDEX = 127
 _lock = threading.Lock()
 _by_name: dict[str, type] = {}
 _by_class: dict[type, str] = {}
@@ -185,6 +187,9 @@ def from_document(value: Any, path: str) -> Any:
 
         return torch_dtype(value.name, path)
     if kind is DeviceValue:
+        if value.index is not None and value.index > _MAX_DEVICE_INDEX:  # torch would wrap 128 to -128, 256 to 0
+            raise InvalidValueError(_FORMAT, -1, path, f"the checkpoint holds device index {value.index}, above "
+                                    f"{_MAX_DEVICE_INDEX}, the largest PyTorch keeps")
         try:
             return torch.device(value.type, value.index)
         except RuntimeError as exc:  # a device type this torch does not know
