@@ -260,3 +260,55 @@ def test_typed_values_in_compressed_records(tmp_path: Path) -> None:
     target = {"loader": empty_like(state)}
     load(target, tmp_path)
     check_equal(state, target["loader"])
+
+
+class Perm(enum.IntFlag):
+    READ = 1
+    WRITE = 2
+
+
+@dataclasses.dataclass
+class Checked:
+    step: int
+
+    def __post_init__(self) -> None:
+        assert self.step >= 0, "step must not be negative"
+
+
+def _rebuilt(cls: Any, state: Any) -> Any:
+    from inert.torch._values import from_document
+
+    inert.torch.register_type(cls)
+    try:
+        return from_document(ObjectValue(f"{__name__}.{cls.__qualname__}", state), "obj")
+    finally:
+        inert.torch.unregister_type(cls)
+
+
+@pytest.mark.parametrize(("cls", "state", "says"), [
+    (Schedule, {"step": "not an int", "warmup": 1, "betas": (0.9, 0.9)}, "field 'step' is annotated int"),
+    (Window, {"start": "not an int", "stop": 2}, "field 'start' is annotated int"),
+    (Window, {"start": True, "stop": 2}, "field 'start' is annotated int, the checkpoint holds a bool"),
+    (Checked, {"step": -1}, "AssertionError: step must not be negative"),
+    (Perm, 8, "8 holds bits Perm does not define"),
+])
+def test_registered_class_given_what_it_does_not_take_is_an_inert_error(cls: Any, state: Any, says: str) -> None:
+    with pytest.raises(InertError, match=re.escape(says)) as caught:
+        _rebuilt(cls, state)
+    assert caught.value.field == "obj"
+
+
+def test_registered_classes_still_take_what_they_declare() -> None:
+    assert _rebuilt(Perm, 3) == Perm.READ | Perm.WRITE
+    assert _rebuilt(Checked, {"step": 4}) == Checked(4)
+    assert _rebuilt(Window, {"start": 1, "stop": 2}) == Window(1, 2)
+
+
+@pytest.mark.parametrize("shape", [(0, 2**63), (2**62, 0, 4)])
+def test_array_of_a_shape_numpy_cannot_make_is_an_inert_error(shape: tuple[int, ...]) -> None:
+    from inert._value_types import ArrayValue
+    from inert.torch._values import from_document
+
+    with pytest.raises(InertError, match="which numpy cannot make") as caught:
+        from_document(ArrayValue("FLOAT32", shape, b""), "arr")
+    assert caught.value.field == "arr"

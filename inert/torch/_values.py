@@ -18,6 +18,7 @@ import dataclasses
 import enum
 import io
 import threading
+import typing
 from typing import Any
 
 import numpy as np
@@ -44,6 +45,9 @@ _MAX_DEVICE_INDEX = 127
 _lock = threading.Lock()
 _by_name: dict[str, type] = {}
 _by_class: dict[type, str] = {}
+#: Per registered class, the fields whose annotation is checked on load (resolved at register_type time: a
+#: string annotation is evaluated then, by the registering program, never while a checkpoint is read).
+_checked_fields: dict[type, dict[str, tuple[type, ...]]] = {}
 
 
 def register_type(cls: type, name: str | None = None) -> type:
@@ -65,11 +69,13 @@ def register_type(cls: type, name: str | None = None) -> type:
     name = name or f"{cls.__module__}.{cls.__qualname__}"
     if not 0 < len(name.encode()) <= 256:
         raise ValueError(f"register_type: name {name!r} must have 1 to 256 bytes")
+    fields = _fields_to_check(cls)
     with _lock:
         if _by_name.get(name, cls) is not cls:
             raise ValueError(f"register_type: {name!r} is already registered for {_by_name[name]!r}")
         _by_name[name] = cls
         _by_class[cls] = name
+        _checked_fields[cls] = fields
     return cls
 
 
@@ -79,6 +85,7 @@ def unregister_type(cls: type) -> None:
         name = _by_class.pop(cls, None)
         if name is not None:
             _by_name.pop(name, None)
+        _checked_fields.pop(cls, None)
 
 
 def _is_namedtuple(cls: Any) -> bool:
@@ -178,7 +185,11 @@ def from_document(value: Any, path: str) -> Any:
     if kind in (set, frozenset):
         return kind(from_document(v, path) for v in value)
     if kind is ArrayValue:
-        array = np.frombuffer(value.data, dtype=_NUMPY_OF[value.dtype]).reshape(value.shape)
+        try:
+            array = np.frombuffer(value.data, dtype=_NUMPY_OF[value.dtype]).reshape(value.shape)
+        except (ValueError, OverflowError):  # a dimension past numpy's intp, e.g. (0, 2**63) or (2**62, 0, 4)
+            raise InvalidValueError(_FORMAT, -1, path, f"the checkpoint holds an array of shape {value.shape}, "
+                                    "which numpy cannot make") from None
         return array[()] if value.scalar else array.copy()  # a writable array, as np.load gives
     if kind is SizeValue:
         return torch.Size(value.dims)
@@ -210,10 +221,50 @@ def _rebuild(value: ObjectValue, path: str) -> Any:
     state = from_document(value.state, path)
     try:
         if issubclass(cls, enum.Enum):
+            _check_flag_bits(cls, state)
             return cls(state)
         if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
             raise TypeError("its state is not a map of field names")
+        _check_field_types(cls, state)
         return cls(**state)
-    except (TypeError, ValueError) as exc:
+    except Exception as exc:  # noqa: BLE001 - the class's own code (__init__, __post_init__) runs here: any fault
         raise InvalidValueError(_FORMAT, -1, path, f"the saved {value.name!r} does not fit the registered "
-                                f"{cls.__qualname__}: {exc}") from None
+                                f"{cls.__qualname__}: {type(exc).__name__}: {exc}") from None
+
+
+#: Field annotations whose values are checked before the class is built (bool is not taken for int or float).
+_CHECKED_TYPES: dict[Any, tuple[type, ...]] = {int: (int,), float: (float, int), str: (str,), bool: (bool,),
+                                               bytes: (bytes,)}
+
+
+def _check_flag_bits(cls: Any, state: Any) -> None:
+    """A flag's saved value holds only bits its class defines (IntFlag would keep any others)."""
+    if issubclass(cls, enum.Flag) and type(state) is int:
+        defined = 0
+        for member in cls.__members__.values():
+            defined |= member.value
+        if state & ~defined:
+            raise ValueError(f"{state} holds bits {cls.__qualname__} does not define")
+
+
+def _fields_to_check(cls: Any) -> dict[str, tuple[type, ...]]:
+    """The fields of ``cls`` annotated int, float, str, bool or bytes, with the types each takes."""
+    if issubclass(cls, enum.Enum):
+        return {}
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception as exc:  # noqa: BLE001 - the class's own annotations
+        raise TypeError(f"register_type: the annotations of {cls!r} do not resolve: {exc}") from None
+    return {name: _CHECKED_TYPES[hint] for name, hint in hints.items() if hint in _CHECKED_TYPES}
+
+
+def _check_field_types(cls: Any, state: dict[str, Any]) -> None:
+    """Each field annotated int, float, str, bool or bytes holds a value of that type (a bool is not taken
+    for an int; other annotations are not checked here: the class's own code sees them)."""
+    for name, allowed in _checked_fields.get(cls, {}).items():
+        if name not in state:
+            continue
+        field_value = state[name]
+        if type(field_value) is bool and bool not in allowed or not isinstance(field_value, allowed):
+            raise TypeError(f"field {name!r} is annotated {allowed[0].__name__}, the checkpoint holds a "
+                            f"{type(field_value).__qualname__}")
