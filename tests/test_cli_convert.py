@@ -98,3 +98,34 @@ def test_refusals_name_the_file_and_leave_no_output(tmp_path: Path, capsys: Any)
     for line in err.splitlines():
         assert line.startswith("inert: migrate: ")
     assert not any(p.name.startswith("o") for p in tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("entry", ["link", "fifo"])
+def test_safetensors_directory_entry_that_is_not_a_regular_file_inside_is_refused(tmp_path: Path, capsys: Any,
+                                                                                  entry: str) -> None:
+    # A link to a file outside SRC would bring that file's tensors into DST without any trust flag.
+    import os
+
+    save_file({"secret": torch.ones(3)}, tmp_path / "outside.safetensors")
+    src = tmp_path / "src"
+    src.mkdir()
+    save_file({"w": torch.zeros(2)}, src / "a.safetensors")
+    if entry == "link":
+        (src / "b.safetensors").symlink_to(tmp_path / "outside.safetensors")
+    else:
+        os.mkfifo(src / "b.safetensors")
+    code, _, err = run(capsys, "migrate", str(src), str(tmp_path / "out"))
+    assert code == 1 and err.startswith("inert: migrate: ") and "b.safetensors" in err, err
+    assert "not a regular file" in err and "Traceback" not in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_safetensors_shape_past_int64_is_one_line(tmp_path: Path, capsys: Any) -> None:
+    import json
+    import struct
+
+    header = json.dumps({"t": {"dtype": "F32", "shape": [0, 2**63], "data_offsets": [0, 0]}}).encode()
+    (tmp_path / "huge.safetensors").write_bytes(struct.pack("<Q", len(header)) + header)
+    code, _, err = run(capsys, "migrate", str(tmp_path / "huge.safetensors"), str(tmp_path / "out"))
+    assert code == 1 and err.startswith("inert: migrate: ") and "not a readable safetensors file" in err, err
+    assert err.count("\n") == 1 and "frame #" not in err, err

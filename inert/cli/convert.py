@@ -22,6 +22,8 @@ import os
 import sys
 from typing import Any
 
+from inert._errors import InertError
+from inert._files import open_in
 from inert._foreign import inspect_safetensors, looks_like_pickle
 from inert.cli.support import INVALID, CommandError, Progress
 
@@ -33,8 +35,7 @@ _SUFFIX = ".safetensors"
 
 
 def _safetensors_files(path: str) -> list[str]:
-    return sorted(os.path.join(path, n) for n in os.listdir(path)
-                  if n.endswith(_SUFFIX) and os.path.isfile(os.path.join(path, n)))
+    return sorted(os.path.join(path, n) for n in os.listdir(path) if n.endswith(_SUFFIX))
 
 
 def source_kind(path: str) -> str | None:
@@ -78,9 +79,19 @@ def _load_safetensors(path: str) -> dict[str, Any]:
     owner: dict[str, str] = {}
     for name in files:
         try:
-            tensors = load_file(name, device="cpu")
-        except (SafetensorError, OSError, ValueError) as exc:
-            raise CommandError(f"{name}: not a readable safetensors file: {exc}", INVALID) from None
+            # A directory's entries are read as every reader reads a directory: regular files inside it, never
+            # a link (to a file outside it) or a FIFO; the descriptor is what safetensors opens.
+            fd = open_in(os.path.dirname(name), os.path.basename(name), SAFETENSORS) if os.path.isdir(path) else None
+        except InertError as exc:
+            raise CommandError(f"{name}: {exc}", INVALID) from None
+        try:
+            tensors = load_file(name if fd is None else f"/proc/self/fd/{fd}", device="cpu")
+        except (SafetensorError, OSError, ValueError, TypeError, OverflowError) as exc:  # TypeError: a 2**63 shape
+            why = str(exc).split("Exception raised from")[0].strip()  # torch's C++ frames follow
+            raise CommandError(f"{name}: not a readable safetensors file: {why}", INVALID) from None
+        finally:
+            if fd is not None:
+                os.close(fd)
         for key, tensor in tensors.items():
             if key in owner:
                 raise CommandError(f"{name}: tensor {key!r} is also in {owner[key]}", INVALID)
