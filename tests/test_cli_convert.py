@@ -129,3 +129,10 @@ def test_safetensors_shape_past_int64_is_one_line(tmp_path: Path, capsys: Any) -
     code, _, err = run(capsys, "migrate", str(tmp_path / "huge.safetensors"), str(tmp_path / "out"))
     assert code == 1 and err.startswith("inert: migrate: ") and "not a readable safetensors file" in err, err
     assert err.count("\n") == 1 and "frame #" not in err, err
+
+
+def test_torch_save_pickle_appending_to_an_empty_stack_is_one_line(tmp_path: Path, capsys: Any) -> None:
+    (tmp_path / "bad.pt").write_bytes(b"\x80\x02a.")  # APPEND with nothing on the stack: IndexError inside torch.load
+    code, _, err = run(capsys, "migrate", str(tmp_path / "bad.pt"), str(tmp_path / "out"), "--trust-source")
+    assert code == 1 and err.startswith("inert: migrate: ") and "refuses it" in err, err
+    assert err.count("\n") == 1 and "Traceback" not in err, err

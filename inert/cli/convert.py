@@ -60,7 +60,8 @@ def _load_torch_save(path: str) -> dict[str, Any]:
 
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, TypeError, AttributeError, KeyError) as exc:
+    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, TypeError, AttributeError, KeyError,
+            IndexError, RecursionError, OverflowError, MemoryError) as exc:  # IndexError: an APPEND on an empty stack
         from inert.cli.migrate import _why
 
         raise CommandError(f"{path}: torch.load(weights_only=True) refuses it: {_why(exc)}", INVALID) from None
