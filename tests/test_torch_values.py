@@ -312,3 +312,18 @@ def test_array_of_a_shape_numpy_cannot_make_is_an_inert_error(shape: tuple[int, 
     with pytest.raises(InertError, match="which numpy cannot make") as caught:
         from_document(ArrayValue("FLOAT32", shape, b""), "arr")
     assert caught.value.field == "arr"
+
+
+def test_class_whose_annotations_name_a_local_type_is_checked_as_written() -> None:
+    # get_type_hints cannot resolve a name local to a function; the plain spellings are still checked.
+    class Local:
+        pass
+
+    @dataclasses.dataclass
+    class Holder:
+        step: int
+        other: Local
+
+    with pytest.raises(InertError, match="field 'step' is annotated int"):
+        _rebuilt(Holder, {"step": "x", "other": None})
+    assert _rebuilt(Holder, {"step": 2, "other": None}) == Holder(2, None)  # type: ignore[arg-type]

@@ -235,6 +235,7 @@ def _rebuild(value: ObjectValue, path: str) -> Any:
 #: Field annotations whose values are checked before the class is built (bool is not taken for int or float).
 _CHECKED_TYPES: dict[Any, tuple[type, ...]] = {int: (int,), float: (float, int), str: (str,), bool: (bool,),
                                                bytes: (bytes,)}
+_BY_SPELLING = {kind.__name__: kind for kind in _CHECKED_TYPES}
 
 
 def _check_flag_bits(cls: Any, state: Any) -> None:
@@ -249,12 +250,15 @@ def _check_flag_bits(cls: Any, state: Any) -> None:
 
 def _fields_to_check(cls: Any) -> dict[str, tuple[type, ...]]:
     """The fields of ``cls`` annotated int, float, str, bool or bytes, with the types each takes."""
-    if issubclass(cls, enum.Enum):
+    if isinstance(cls, type) and issubclass(cls, enum.Enum):
         return {}
     try:
         hints = typing.get_type_hints(cls)
-    except Exception as exc:  # noqa: BLE001 - the class's own annotations
-        raise TypeError(f"register_type: the annotations of {cls!r} do not resolve: {exc}") from None
+    except Exception:  # noqa: BLE001 - a name local to where the class was made: take the annotations as written
+        hints = {}
+        for base in reversed(getattr(cls, "__mro__", ())):
+            hints.update(getattr(base, "__annotations__", {}))
+        hints = {name: _BY_SPELLING.get(hint, hint) if isinstance(hint, str) else hint for name, hint in hints.items()}
     return {name: _CHECKED_TYPES[hint] for name, hint in hints.items() if hint in _CHECKED_TYPES}
 
 
