@@ -20,6 +20,7 @@ failure is seen.
 
 from __future__ import annotations
 
+import inspect
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +31,7 @@ from torch.distributed.checkpoint.storage import WriteResult
 
 from inert._objstore import abandon, commit, filesystem, is_url, join, open_for_writing, remove_quietly, request
 
+from ._compat import TORCH_VERSION
 from ._metadata import InertStorageInfo
 from ._options import DEFAULT_SERIALIZATION_FORMAT
 from ._payload import BLOCK, crc32
@@ -62,26 +64,30 @@ class FsspecWriter(FileSystemWriter):
     >>> dcp.save(state, storage_writer=FsspecWriter("s3://bucket/ckpt"))  # doctest: +SKIP
     """
 
-    def __init__(
+    def __init__(self, path: str | os.PathLike[str], *args: Any, **kwargs: Any) -> None:
+        # Positional arguments in the running release's order (see _POSITIONAL); the keywords are _setup's.
+        bound = _SIGNATURE.bind(self, path, *args, **kwargs)
+        self._setup(path, **{name: value for name, value in bound.arguments.items() if name not in ("self", "path")})
+
+    def _setup(
         self,
         path: str | os.PathLike[str],
+        *,
         single_file_per_rank: bool = True,
         sync_files: bool = True,
         thread_count: int = 1,
         per_thread_copy_ahead: int = 10_000_000,
+        cache_staged_state_dict: bool = False,
         overwrite: bool = True,
         _extensions: Any = None,
-        serialization_format: Any = None,
-        *,
+        serialization_format: Any = DEFAULT_SERIALIZATION_FORMAT,
         storage_options: dict[str, Any] | None = None,
-        cache_staged_state_dict: bool = False,
         object_size: int = OBJECT_SIZE,
-        **kwargs: Any,
+        kwargs: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(os.fspath(path), single_file_per_rank, sync_files, thread_count, per_thread_copy_ahead,
-                         cache_staged_state_dict, overwrite, _extensions,
-                         DEFAULT_SERIALIZATION_FORMAT if serialization_format is None else serialization_format)
-        self.storage_options = {**(storage_options or {}), **kwargs}
+                         cache_staged_state_dict, overwrite, _extensions, serialization_format)
+        self.storage_options = {**(storage_options or {}), **(kwargs or {})}
         self.object_size = max(1, object_size)
         self._open(os.fspath(path))
 
@@ -194,3 +200,31 @@ class FsspecWriter(FileSystemWriter):
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike[str]) -> bool:
         return is_url(checkpoint_id)
+
+
+#: The parameters torch's own ``FsspecWriter`` takes by position after ``path``, on the running release: 2.2 has
+#: no ``sync_files``; 2.4 adds ``overwrite``, 2.7 ``_extensions``, 2.8 ``serialization_format``; 2.15 inserts
+#: ``cache_staged_state_dict`` before ``overwrite``.  Inert's class takes positional arguments in the same order,
+#: so that a call written for torch's class means the same here (and through ``inert.torch.enable()``).
+_POSITIONAL: tuple[str, ...] = (
+    ("single_file_per_rank", "thread_count", "per_thread_copy_ahead") if TORCH_VERSION < (2, 3) else
+    ("single_file_per_rank", "sync_files", "thread_count", "per_thread_copy_ahead")
+    + (("cache_staged_state_dict",) if TORCH_VERSION >= (2, 15) else ())
+    + (("overwrite",) if TORCH_VERSION >= (2, 4) else ())
+    + (("_extensions",) if TORCH_VERSION >= (2, 7) else ())
+    + (("serialization_format",) if TORCH_VERSION >= (2, 8) else ())
+)
+
+
+def _public_signature() -> inspect.Signature:
+    """``__init__``'s signature: ``_setup``'s parameters, those of ``_POSITIONAL`` first and by position."""
+    setup = inspect.signature(FsspecWriter._setup)
+    params = {name: param for name, param in setup.parameters.items() if name != "kwargs"}
+    positional = [params[name].replace(kind=inspect.Parameter.POSITIONAL_OR_KEYWORD)
+                  for name in ("self", "path", *_POSITIONAL)]
+    keywords = [param for name, param in params.items() if name not in ("self", "path", *_POSITIONAL)]
+    return inspect.Signature([*positional, *keywords, inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD)])
+
+
+_SIGNATURE = _public_signature()
+FsspecWriter.__init__.__signature__ = _SIGNATURE  # type: ignore[attr-defined]
