@@ -11,6 +11,12 @@ bytes, MessagePack values), each with a CRC-32::
     dcp.save(state, storage_writer=FileSystemWriter(path))
     dcp.load(state, storage_reader=FileSystemReader(path))
 
+Code that never names these classes (``dcp.save(state, checkpoint_id=path)``, a framework's
+own ``torch.distributed.checkpoint.FileSystemWriter(path)``) gets them too while
+``inert.torch.enable()`` is on (``disable()``, ``with inert.torch.enabled():``); a program that
+never imports Inert, and every worker ``torchrun`` starts, with ``INERT_TORCH_ENABLE=1`` in
+the environment (docs/torch.md, "The switch").
+
 ``FsspecWriter``/``FsspecReader`` are the same for any fsspec URL (``s3://bucket/ckpt``,
 an object store's commit point being the ``.metadata`` object written last).
 
@@ -47,6 +53,7 @@ from ._fsspec_writer import FsspecWriter
 from ._layout import CrossReleaseLoadPlanner
 from ._metadata import InertStorageInfo, dumps_metadata, loads_metadata
 from ._reader import FileSystemReader, ShapeMismatchError
+from ._switch import disable, enable, enabled, is_enabled
 from ._tensors import load_tensors, reader_for
 from ._values import register_type, unregister_type
 from ._writer import FileSystemWriter
@@ -106,6 +113,10 @@ __all__ = [
     "FileSystemReader",
     "FsspecWriter",
     "FsspecReader",
+    "enable",
+    "disable",
+    "enabled",
+    "is_enabled",
     "load",
     "save",
     "load_tensors",
