@@ -26,6 +26,7 @@ from typing import Any
 
 from inert._errors import ForeignFormatError, TruncatedError
 from inert._objstore import (
+    StorageLimits,
     abandon,
     commit,
     display,
@@ -106,9 +107,14 @@ def dump_to_url(rows: Iterable[Row], url: str, *, partition_id: str = "", owners
 
 
 class RemoteDumpReader(DumpReader):
-    """A dump at a URL, open and validated: records come by ranged requests into private memory."""
+    """A dump at a URL, open and validated: records come by ranged requests into private memory.
 
-    def __init__(self, url: str, storage_options: dict[str, Any] | None = None) -> None:
+    ``storage_limits``: the deadlines and listing bounds (default: ``StorageLimits.from_env()``).
+    """
+
+    def __init__(self, url: str, storage_options: dict[str, Any] | None = None,
+                 storage_limits: StorageLimits | None = None) -> None:
+        self.limits = storage_limits or StorageLimits.from_env()
         self.fs, self.root = filesystem(url, storage_options)
         self._sizes: dict[str, int] | None = None
         super().__init__(url, mapped=False)
@@ -116,7 +122,7 @@ class RemoteDumpReader(DumpReader):
     def _read_manifest(self) -> dict[str, Any]:
         path = join(self.root, MANIFEST_NAME)
         try:
-            data = read_bounded(self.fs, path, manifest_codec.MAX_SIZE)
+            data = read_bounded(self.fs, path, manifest_codec.MAX_SIZE, self.limits)
         except FileNotFoundError:
             reason = f"{self.path} holds no {MANIFEST_NAME}: not a dump (or an unfinished one)"
             raise ForeignFormatError(FORMAT, 0, MANIFEST_NAME, reason) from None
@@ -125,15 +131,16 @@ class RemoteDumpReader(DumpReader):
     def _open_shard(self, shard: dict[str, Any]) -> None:
         name = shard["file"]
         if self._sizes is None:
-            self._sizes = object_sizes(self.fs, self.root)
+            self._sizes = object_sizes(self.fs, self.root, self.limits)
         if name not in self._sizes:
             raise TruncatedError(SHARD, 0, name, f"shard object missing from {self.path}")
         opened = _Shard(name, -1)
         self._shards.append(opened)
-        self._place_shard(opened, shard, read_range(self.fs, join(self.root, name), 0, FIRST_RECORD), self._sizes[name])
+        head = read_range(self.fs, join(self.root, name), 0, FIRST_RECORD, self.limits)
+        self._place_shard(opened, shard, head, self._sizes[name])
 
     def _read_at(self, shard: _Shard, memory: memoryview, start: int) -> int:
-        data = read_range(self.fs, join(self.root, shard.name), start, start + len(memory))
+        data = read_range(self.fs, join(self.root, shard.name), start, start + len(memory), self.limits)
         got = min(len(data), len(memory))
         memory[:got] = data[:got]
         return got

@@ -17,7 +17,10 @@ ranged requests sized to records, run by ``thread_count`` threads at once:
 
 A request that fails (the store down, a reset connection, a 500 reply once
 the backend's retries are spent) is an :class:`inert.StorageError`; the read
-stops at the first failure.
+stops at the first failure.  So is a store that answers more than was asked
+(a ``Range`` ignored, a lying ``Content-Length``, an endless body), a request
+past its deadline, and a listing past its deadline, pages or entries
+(``storage_limits``: see ``inert._objstore.StorageLimits``).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from torch.distributed.checkpoint.planner import LoadItemType, ReadItem
 
 from inert._codec_runtime import read_file_header
 from inert._errors import ChecksumError, InertError, TruncatedError
-from inert._objstore import display, filesystem, is_url, join, object_sizes, read_bounded, read_range, request
+from inert._objstore import StorageLimits, display, exists, filesystem, is_url, join, object_sizes, read_bounded, read_range
 from inert.codecs import checkpoint_metadata as metadata_codec
 from inert.codecs import checkpoint_shard as shard
 
@@ -60,14 +63,14 @@ _Loaded = tuple[ReadItem, Any, Any]
 class _ObjectPath:
     """A location in an fsspec filesystem, with the little of ``pathlib.Path`` that ``FileSystemReader`` uses."""
 
-    def __init__(self, fs: Any, path: str) -> None:
-        self.fs, self.path = fs, path
+    def __init__(self, fs: Any, path: str, limits: StorageLimits) -> None:
+        self.fs, self.path, self.limits = fs, path, limits
 
     def __truediv__(self, name: str) -> _ObjectPath:
-        return _ObjectPath(self.fs, join(self.path, name))
+        return _ObjectPath(self.fs, join(self.path, name), self.limits)
 
     def exists(self) -> bool:
-        return bool(request("checking", self.fs, self.path, self.fs.exists, self.path))
+        return exists(self.fs, self.path, self.limits)
 
     def __str__(self) -> str:
         return display(self.fs, self.path)
@@ -154,7 +157,8 @@ class FsspecReader(FileSystemReader):
 
     ``storage_options`` (or extra keyword arguments, as with DCP's class) go to the filesystem;
     ``verify_checksums``, ``thread_count`` (requests in flight) and ``max_metadata_size`` are
-    ``FileSystemReader``'s; ``part_size`` is the most bytes one request asks for.
+    ``FileSystemReader``'s; ``part_size`` is the most bytes one request asks for; ``storage_limits``
+    the deadlines and listing bounds (default: ``StorageLimits.from_env()``, its ``INERT_STORAGE_*`` variables).
 
     >>> dcp.load(state, storage_reader=FsspecReader("s3://bucket/ckpt"))  # doctest: +SKIP
     """
@@ -168,19 +172,21 @@ class FsspecReader(FileSystemReader):
         thread_count: int = 4,
         max_metadata_size: int = metadata_codec.MAX_SIZE,
         part_size: int = PART_SIZE,
+        storage_limits: StorageLimits | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(os.fspath(path), verify_checksums=verify_checksums, thread_count=thread_count,
                          max_metadata_size=max_metadata_size)
         self.storage_options = {**(storage_options or {}), **kwargs}
         self.part_size = max(_HEAD_MAX + 4, part_size)
+        self.limits = storage_limits or StorageLimits.from_env()
         self._sizes: dict[str, int] | None = None
         self._open(os.fspath(path))
 
     def _open(self, url: str) -> None:
         self.url = url
         self.store, root = filesystem(url, self.storage_options)
-        self.path = _ObjectPath(self.store, root)  # type: ignore[assignment]
+        self.path = _ObjectPath(self.store, root, self.limits)  # type: ignore[assignment]
 
     def reset(self, checkpoint_id: str | os.PathLike[str] | None = None) -> None:
         super().reset(None)
@@ -196,18 +202,18 @@ class FsspecReader(FileSystemReader):
         return (self.path / name).exists()
 
     def _read_file(self, name: str, limit: int) -> bytes:
-        return read_bounded(self.store, join(self._root, name), limit)  # the codec refuses a byte over the limit
+        return read_bounded(self.store, join(self._root, name), limit, self.limits)  # the codec refuses a byte over the limit
 
     def _file_size(self, name: str) -> int:
         if self._sizes is None:
-            self._sizes = object_sizes(self.store, self._root)
+            self._sizes = object_sizes(self.store, self._root, self.limits)
         if name not in self._sizes:
             raise FileNotFoundError(f"{display(self.store, join(self._root, name))}: data object missing from the checkpoint")
         return self._sizes[name]
 
     def file_version(self, name: str) -> int:
         if name not in self._file_versions:
-            head = read_range(self.store, join(self._root, name), 0, shard.HEADER_SIZE)
+            head = read_range(self.store, join(self._root, name), 0, shard.HEADER_SIZE, self.limits)
             try:
                 self._file_versions[name] = read_file_header(shard.FORMAT, head, shard.MAGIC, shard.VERSIONS)
             except InertError as exc:
@@ -215,10 +221,8 @@ class FsspecReader(FileSystemReader):
         return self._file_versions[name]
 
     def _fetch(self, name: str, start: int, end: int) -> bytes:
-        data = read_range(self.store, join(self._root, name), start, end)
-        if len(data) > end - start:
-            raise TruncatedError("checkpoint-shard", start, name, f"{len(data)} bytes for a request of {end - start}")
-        return data
+        """Bytes ``start`` to ``end`` of an object (never more: ``read_range`` refuses a longer answer)."""
+        return read_range(self.store, join(self._root, name), start, end, self.limits)
 
     def check_headers(self, per_file: dict[str, list[Placed]]) -> None:
         """Each record's header is what the metadata says, its first bytes fetched alone (see ``_check_head``)."""
