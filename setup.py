@@ -13,6 +13,9 @@ from setuptools.command.build_py import build_py
 HERE = Path(__file__).resolve().parent
 # The run-time, the generated readers and their registry, and the builder of Python values.
 SOURCES = sorted(str(p.relative_to(HERE)) for p in (HERE / "c").glob("inert_*.c")) + ["c/python/inert_accel.c"]
+# The headers too: a grammar change may rewrite only a generated header (c/inert_grammar_hash.h at least),
+# and a build that skipped it would carry the previous grammar (inert/_accelerator.py refuses it).
+DEPENDS = sorted(str(p.relative_to(HERE)) for p in (HERE / "c").glob("inert_*.h"))
 
 PTH = "inert-torch.pth"
 
@@ -40,6 +43,8 @@ class BuildWithPth(build_py):
 setup(
     cmdclass={"build_py": BuildWithPth},
     ext_modules=[
-        Extension("inert._accel", sources=SOURCES, include_dirs=["c"], optional=True, extra_compile_args=["-O2"]),
+        Extension(
+            "inert._accel", sources=SOURCES, depends=DEPENDS, include_dirs=["c"], optional=True, extra_compile_args=["-O2"]
+        ),
     ]
 )

@@ -8,3 +8,7 @@ __all__ = ['checkpoint_metadata', 'checkpoint_shard', 'dump_manifest', 'dump_sha
 
 #: Format name -> module name, for the formats this package holds.
 MODULES = {'checkpoint-metadata': 'checkpoint_metadata', 'checkpoint-shard': 'checkpoint_shard', 'dump-manifest': 'dump_manifest', 'dump-shard': 'dump_shard', 'shm-message': 'shm_message', 'shm-samples-meta': 'shm_samples_meta', 'shm-descriptor': 'shm_descriptor'}
+
+#: The hash of the generated C these codecs go with (inert/gen/grammar_hash.py): the accelerator is bound
+#: only when its build carries the same (inert._accelerator).
+GRAMMAR_HASH = 'ab57ad5b5ceea622'

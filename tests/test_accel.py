@@ -216,7 +216,7 @@ def test_accelerated_and_pure_python_agree_on_damaged_corpus_inputs(vector: Vect
 
 
 def _run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
-    full = {k: v for k, v in os.environ.items() if k != "INERT_PURE_PYTHON"} | env
+    full = {k: v for k, v in os.environ.items() if k not in ("INERT_PURE_PYTHON", "INERT_ACCEL")} | env
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full, timeout=120)
 
 
@@ -243,7 +243,7 @@ def _clean_copy(dest: Path) -> Path:
 @pytest.mark.parametrize("cc", ["false", ""])
 def test_a_clean_copy_installs_with_or_without_a_compiler(tmp_path: Path, cc: str) -> None:
     source = _clean_copy(tmp_path / "src")
-    env = {k: v for k, v in os.environ.items() if k not in ("CC", "INERT_PURE_PYTHON")}
+    env = {k: v for k, v in os.environ.items() if k not in ("CC", "INERT_PURE_PYTHON", "INERT_ACCEL")}
     if cc:
         env["CC"] = cc  # no compiler: every compile fails
     wheels = tmp_path / "wheels"
@@ -313,3 +313,99 @@ def test_the_accelerator_agrees_under_address_and_undefined_behaviour_sanitizers
                          env=env, timeout=900, cwd=ROOT)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert " passed" in run.stdout and "failed" not in run.stdout, run.stdout[-2000:]
+
+
+# The grammar hash: a build is bound only when it was made from the C the codecs were generated with.
+
+
+def test_the_built_accelerator_carries_the_codecs_grammar_hash() -> None:
+    from inert import codecs
+    from inert.gen import grammar_hash
+
+    assert _accel.GRAMMAR_HASH == codecs.GRAMMAR_HASH == grammar_hash.grammar_hash()
+    assert f'"{codecs.GRAMMAR_HASH}"' in (ROOT / "c" / grammar_hash.HEADER).read_text()
+
+
+def test_a_build_of_another_grammar_is_refused_and_explained_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from inert import _accelerator, codecs
+
+    monkeypatch.setattr(codecs, "GRAMMAR_HASH", "0123456789abcdef")
+    monkeypatch.setattr(_accelerator, "_said", set())
+    monkeypatch.delenv("INERT_PURE_PYTHON", raising=False)
+    monkeypatch.delenv(_accelerator.ACCEL_ENV, raising=False)
+    with pytest.warns(_accelerator.AcceleratorWarning) as caught:
+        assert _accelerator.accelerator("shm-message", {}) is None
+        assert _accelerator.accelerator("shm-descriptor", {}) is None  # said once, not once per codec
+    assert len(caught) == 1
+    message = str(caught[0].message)
+    assert "0123456789abcdef" in message and _accel.GRAMMAR_HASH in message and "pip install -e ." in message
+    monkeypatch.setenv(_accelerator.ACCEL_ENV, "require")
+    with pytest.raises(_accelerator.AcceleratorError, match="INERT_ACCEL=require.*0123456789abcdef.*pip install -e"):
+        _accelerator.accelerator("shm-message", {})
+    monkeypatch.setenv(_accelerator.ACCEL_ENV, "sometimes")
+    with pytest.raises(_accelerator.AcceleratorError, match="'sometimes'"):
+        _accelerator.accelerator("shm-message", {})
+
+
+_STALE_RUN = """
+import importlib.util, sys, warnings
+spec = importlib.util.spec_from_file_location("inert._accel", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+sys.modules["inert._accel"] = module  # the build the codecs find
+warnings.simplefilter("always")
+with warnings.catch_warnings(record=True) as caught:
+    from inert.codecs import shm_message, shm_samples_meta, shm_descriptor, checkpoint_metadata, dump_manifest
+print(module.GRAMMAR_HASH, len(caught), shm_message._ACCEL is None, checkpoint_metadata._ACCEL is None)
+print(caught[0].message if caught else "")
+v = {'samples': [{'kind': 0, 'offset': 0, 'nbytes': 12, 'dtype': '<f4', 'shape': [3]}]}
+print(shm_samples_meta.decode(shm_samples_meta.encode(v))['samples'][0]['shape'])
+"""
+
+
+def test_a_real_stale_build_leaves_the_codecs_in_pure_python_and_require_refuses_it(tmp_path: Path) -> None:
+    """The extension compiled from c/ as it stood under another grammar hash: the codecs do not bind it, say
+    so once, and read in pure Python; ``INERT_ACCEL=require`` makes the import an error naming both hashes."""
+    from inert import codecs
+    from inert.gen import grammar_hash
+
+    compiler = shutil.which("gcc")
+    assert compiler, "the accelerator's tests need gcc"
+    c_dir = tmp_path / "c"
+    shutil.copytree(ROOT / "c", c_dir, ignore=shutil.ignore_patterns("*.o", "*.so"))
+    header = c_dir / grammar_hash.HEADER
+    header.write_text(header.read_text().replace(codecs.GRAMMAR_HASH, "feedfacefeedface"))
+    built = tmp_path / f"_accel{sysconfig.get_config_var('EXT_SUFFIX')}"
+    sources = [str(p) for p in sorted(c_dir.glob("inert_*.c"))] + [str(c_dir / "python" / "inert_accel.c")]
+    subprocess.run([compiler, "-shared", "-fPIC", "-O0", f"-I{c_dir}", f"-I{sysconfig.get_paths()['include']}",
+                    "-o", str(built), *sources], check=True, timeout=600)
+    script = tmp_path / "run.py"
+    script.write_text(_STALE_RUN)
+    env = {k: v for k, v in os.environ.items() if k not in ("INERT_PURE_PYTHON", "INERT_ACCEL")}
+    run = subprocess.run([sys.executable, str(script), str(built)], capture_output=True, text=True, env=env,
+                         timeout=120, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    first, message, shape = run.stdout.splitlines()
+    assert first.split() == ["feedfacefeedface", "1", "True", "True"]
+    assert "feedfacefeedface" in message and codecs.GRAMMAR_HASH in message and "`pip install -e .`" in message
+    assert shape == "[3]"
+    run = subprocess.run([sys.executable, str(script), str(built)], capture_output=True, text=True,
+                         env=env | {"INERT_ACCEL": "require"}, timeout=120, cwd=tmp_path)
+    assert run.returncode == 1 and not run.stdout
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("inert._accelerator.AcceleratorError: INERT_ACCEL=require"), last
+    assert "feedfacefeedface" in last and codecs.GRAMMAR_HASH in last
+
+
+def test_inert_accel_require_refuses_a_missing_build_and_yields_to_inert_pure_python() -> None:
+    code = (
+        "import sys\nsys.modules['inert._accel'] = None  # no build: its import fails\n"
+        "from inert.codecs import shm_message\nprint(shm_message._ACCEL is None)\n"
+    )
+    assert _run(code).stdout.split() == ["True"]  # missing, not required: pure Python, silently
+    run = _run(code, INERT_ACCEL="require")
+    assert run.returncode == 1
+    assert "AcceleratorError: INERT_ACCEL=require, and the accelerator inert._accel is not built" in run.stderr
+    assert _run(code, INERT_ACCEL="require", INERT_PURE_PYTHON="1").stdout.split() == ["True"]  # asked for, no fallback
+    bound = _run("from inert.codecs import shm_message\nprint(shm_message._ACCEL is None)", INERT_ACCEL="require")
+    assert bound.stdout.split() == ["False"]  # this checkout's own build binds

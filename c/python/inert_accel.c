@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "inert_formats.h"
+#include "inert_grammar_hash.h"
 #include "inert_runtime.h"
 #include "inert_value_types.h"
 #include "inert_writers.h"
@@ -1111,7 +1112,8 @@ PyMODINIT_FUNC PyInit__accel(void) {
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     if (PyModule_AddObjectRef(m, "Decoder", (PyObject *)&DecoderType) < 0 ||
-        PyModule_AddObjectRef(m, "Bound", (PyObject *)&BoundType) < 0) {
+        PyModule_AddObjectRef(m, "Bound", (PyObject *)&BoundType) < 0 ||
+        PyModule_AddStringConstant(m, "GRAMMAR_HASH", INERT_GRAMMAR_HASH) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -727,8 +727,10 @@ def run(check: bool) -> int:
     """Write (or with ``check``, compare) the generated C files; nothing outside a source checkout."""
     if not C_DIR.is_dir():  # an installed package: the C readers live in the source tree only
         return 0
+    from inert.gen import grammar_hash
+
     stale = []
-    for path, text in outputs().items():
+    for path, text in {**outputs(), **grammar_hash.outputs(C_DIR)}.items():
         if path.exists() and path.read_text() == text:
             continue
         stale.append(path)

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from inert.gen import c_python
+from inert.gen import c_python, grammar_hash
 from inert.gen.emitter import LineEmitter
 from inert.gen.runs import RULE_FIELD_RE, RUN_MIN, eligible, quick_test, run_function
 from inert.spec import FORMATS
@@ -1024,7 +1024,10 @@ def _package_init() -> str:
         'standard library (and msgpack for the formats that carry value documents)."""\n\n'
         f"__all__ = [{modules}]\n\n"
         f"#: Format name -> module name, for the formats this package holds.\n"
-        f"MODULES = {{{', '.join(f'{f.name!r}: {f.module_name!r}' for f in FORMATS.values())}}}\n"
+        f"MODULES = {{{', '.join(f'{f.name!r}: {f.module_name!r}' for f in FORMATS.values())}}}\n\n"
+        "#: The hash of the generated C these codecs go with (inert/gen/grammar_hash.py): the accelerator is bound\n"
+        "#: only when its build carries the same (inert._accelerator).\n"
+        f"GRAMMAR_HASH = {grammar_hash.grammar_hash()!r}\n"
     )
 
 
