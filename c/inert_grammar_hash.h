@@ -5,6 +5,6 @@
 #ifndef INERT_GRAMMAR_HASH_H
 #define INERT_GRAMMAR_HASH_H
 
-#define INERT_GRAMMAR_HASH "ab57ad5b5ceea622"
+#define INERT_GRAMMAR_HASH "689c378fa3fb2349"
 
 #endif

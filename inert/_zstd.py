@@ -5,6 +5,11 @@ inflates to: the record's ``inflated_length`` must equal what the reader
 expects (or stay within its limit), and the frame's own content size must
 equal it, before one byte is inflated.  A frame without a content size, with
 a dictionary, with bytes after it, or inflating to another length is refused.
+A value's frame (``value=True``) may inflate to at most
+``VALUE_MAX_RATIO`` times its stored bytes: a value document's decoding costs
+up to 73 bytes of memory per byte, so only the bytes stored can bound it
+(a tensor's inflated bytes are the destination its metadata declares, which
+zstd's own ceiling, ``MAX_RATIO``, relates to the stored bytes).
 ``zstandard`` is needed only here: ``pip install 'inert[zstd]'``.
 """
 
@@ -15,7 +20,7 @@ from typing import Any
 
 from inert._errors import InvalidValueError, LimitError
 
-__all__ = ["LEVEL", "MAX_WINDOW", "Inflation", "deflate", "frame_size", "inflate", "zstd_module"]
+__all__ = ["LEVEL", "MAX_RATIO", "MAX_WINDOW", "VALUE_MAX_RATIO", "Inflation", "deflate", "frame_size", "inflate", "zstd_module"]
 
 FORMAT = "checkpoint-shard"
 #: zstd's default level, the one DCP's ``ZStandard`` extension uses.
@@ -50,6 +55,15 @@ _BLOCK_MAX = 128 << 10
 #: The largest window a frame may ask of the decoder: libzstd's own default limit (2**27), stated
 #: here so that the memory inflating costs beyond its destination is bounded by this, whatever the frame.
 MAX_WINDOW = 1 << 27
+#: The most a zstd frame inflates per stored byte: a block holds at most 128 KiB and takes at least
+#: 4 bytes (an RLE block: its 3-byte header and the byte repeated).  A real save of zeros reaches it
+#: (512 MiB of zeros deflate to 16,406 bytes, 32,724x), so a tensor's frame is not held to less.
+MAX_RATIO = _BLOCK_MAX // 4
+#: The most a value's frame inflates per stored byte.  Decoding a value document costs up to 73 bytes
+#: of memory and 0.4 s of CPU per MiB of document (a list of empty maps), within the readers' promise
+#: of 100 bytes and 1 s per MiB of input only if the document is no longer than what is stored; a
+#: 1,055-byte frame inflating to 32 MiB of nils made 33 million items.  Writers store values as they are.
+VALUE_MAX_RATIO = 1
 #: Output asked of the decoder per call when inflating into a destination.
 _STEP = 1 << 20
 
@@ -85,14 +99,15 @@ class Inflation:
     """A ``ZSTD`` body's frame, inflated in order into buffers the caller gives, exactly ``inflated_length`` bytes.
 
     Built only once ``inflated_length`` is what the reader expects (``expected``: a tensor's header
-    and bytes) or within ``limit``, the frame's content size equals it, it needs no dictionary, and
+    and bytes) or, for a value (``value``), at most ``VALUE_MAX_RATIO`` times the stored frame,
+    and within ``limit``; the frame's content size equals it, it needs no dictionary, and
     its header and block headers end exactly where the stored frame does.  Inflating costs the
     destination and the decoder's window (at most ``MAX_WINDOW``), never a copy of the whole output.
     Errors name ``offset`` (the record's) and ``field``.
     """
 
     def __init__(self, body: dict[str, Any], offset: int, field: str, *, expected: int | None = None,
-                 limit: int) -> None:
+                 limit: int, value: bool = False) -> None:
         self.offset, self.field = offset, field
         self.length = length = body["inflated_length"]
         if expected is not None and length != expected:
@@ -100,8 +115,12 @@ class Inflation:
                                     f"{length} bytes declared, the metadata's dtype and shape give {expected}")
         if length > limit:
             raise LimitError(FORMAT, offset, f"{field}.inflated_length", f"{length} exceeds the limit of {limit} bytes")
-        self._zstd = zstandard = zstd_module()
         data = body["data"]
+        if value and length > VALUE_MAX_RATIO * len(data):
+            raise LimitError(FORMAT, offset, f"{field}.inflated_length",
+                             f"{length} bytes from a frame of {len(data)}: a value inflates to at most "
+                             f"{VALUE_MAX_RATIO}x its stored frame (its decoding costs memory per byte)")
+        self._zstd = zstandard = zstd_module()
         try:
             params = zstandard.get_frame_parameters(data)
         except zstandard.ZstdError as exc:
@@ -150,9 +169,10 @@ class Inflation:
             raise self._fault(f"the frame does not inflate to its {self.length} declared bytes: it holds more")
 
 
-def inflate(body: dict[str, Any], offset: int, field: str, *, expected: int | None = None, limit: int) -> bytearray:
+def inflate(body: dict[str, Any], offset: int, field: str, *, expected: int | None = None, limit: int,
+            value: bool = False) -> bytearray:
     """The bytes a ``ZSTD`` body's frame inflates to, exactly ``inflated_length`` of them (see ``Inflation``)."""
-    inflation = Inflation(body, offset, field, expected=expected, limit=limit)
+    inflation = Inflation(body, offset, field, expected=expected, limit=limit, value=value)
     out = bytearray(inflation.length)
     inflation.into(memoryview(out))
     inflation.end()

@@ -25,34 +25,39 @@ BytesIO, numpy array and scalar, ``torch.Size``, ``torch.dtype``,
 canonical JSON are on the page every format with a value document shares:
 [value documents](value_documents.md).
 
-Version 2 adds compressed records (written when a save asks for
-compression: ``_extensions=[ZStandard()]``).  A record's body may also be
-``ZSTD``: the codec (``Compression``), ``inflated_length``, then one zstd
-frame (zero padding to a multiple of 64 before it, as for tensor bytes).  The
-frame inflates to exactly ``inflated_length`` bytes, which are a version 1
-record body (a ``TENSOR`` or a ``VALUE``, with offsets counted from the start
-of the inflated bytes; never another ``ZSTD`` body).  The record's CRC-32
-covers what is stored (the frame), so damage is found before anything is
-inflated.  Before inflating, a reader checks ``inflated_length`` against
-``MAX_INFLATED`` and against what it expects (for a tensor, the header and
-bytes its metadata's dtype and chunk shape give; for a value, at most
-``MAX_VALUE_LEN`` and its 5 bytes of header), and the frame's own content size
-must equal it: memory is bounded by declared lengths, never by what a frame
-inflates to.  The frame must be a single zstd frame with nothing after it
-(its header and block headers, RFC 8878, end exactly where the stored frame
-does: a frame cut short is refused before inflating), asking a window of at
-most 2**27 bytes (zstd's own default decoding limit, which bounds the memory
-inflating costs beyond its destination); output of any other length is
-``invalid-value``.  Decoding a record (``decode``,
-``decode_record``) does not inflate: a ``ZSTD`` body decodes to its
-``codec``, ``inflated_length`` and the stored frame as bytes (``data``),
-whatever the frame holds; the frame rules above (one frame, its content size,
-the inflated length and what the inflated bytes decode to, as the part
-``inflated``) are the loader's, checked when it inflates.  A writer stores a record
-that does not shrink as a version 1 body (``TENSOR`` or ``VALUE``), so a
-version 2 file may mix both.  Version 1 files stay as they were: a reader
-decodes each record by its file's version, and a ``ZSTD`` body in a version 1
-file is an unknown tag.
+Version 2 adds compressed records (written when a save asks for compression:
+``_extensions=[ZStandard()]``). A record's body may also be ``ZSTD``: the
+codec (``Compression``), ``inflated_length``, then one zstd frame (zero
+padding to a multiple of 64 before it, as for tensor bytes). The frame
+inflates to exactly ``inflated_length`` bytes, which are a version 1 record
+body (a ``TENSOR`` or a ``VALUE``, with offsets counted from the start of the
+inflated bytes; never another ``ZSTD`` body). The record's CRC-32 covers what
+is stored (the frame), so damage is found before anything is inflated. Before
+inflating, a reader checks ``inflated_length`` against ``MAX_INFLATED`` and
+against what it expects (for a tensor, the header and bytes its metadata's
+dtype and chunk shape give; for a value, at most ``MAX_VALUE_LEN`` and its 5
+bytes of header, and at most the length of the stored frame), and the frame's
+own content size must equal it: memory is bounded by declared lengths, never
+by what a frame inflates to. A tensor's frame may inflate up to zstd's own
+ceiling, 32768 times its stored bytes (a block of 128 KiB in 4 bytes: a real
+save of zeros reaches 32,724 times), into the destination its metadata
+declares; a value's may not inflate at all beyond its stored bytes, because
+decoding a document costs memory and CPU per byte of document (up to 73 bytes
+of memory per byte), which only stored bytes can bound: writers store every
+value as a version 1 ``VALUE`` body. The frame must be a single zstd frame
+with nothing after it (its header and block headers, RFC 8878, end exactly
+where the stored frame does: a frame cut short is refused before inflating),
+asking a window of at most 2**27 bytes (zstd's own default decoding limit,
+which bounds the memory inflating costs beyond its destination); output of any
+other length is ``invalid-value``. Decoding a record (``decode``,
+``decode_record``) does not inflate: a ``ZSTD`` body decodes to its ``codec``,
+``inflated_length`` and the stored frame as bytes (``data``), whatever the
+frame holds; the frame rules above (one frame, its content size, the inflated
+length and what the inflated bytes decode to, as the part ``inflated``) are
+the loader's, checked when it inflates. A writer stores a record that does not
+shrink as a version 1 body (``TENSOR`` or ``VALUE``), so a version 2 file may
+mix both. Version 1 files stay as they were: a reader decodes each record by
+its file's version, and a ``ZSTD`` body in a version 1 file is an unknown tag.
 
 Why 64-byte alignment: it is the cache-line size and the widest SIMD vector
 (AVX-512) of the CPUs this runs on and a multiple of every itemsize (16 at

@@ -1,11 +1,12 @@
 """Compressed data files: ``FileSystemWriter(_extensions=[ZStandard()])``.
 
-Each record's version 1 body (a tensor's header and bytes, or a value) is
-deflated into one zstd frame and stored as a ``checkpoint-shard`` version 2
-``ZSTD`` body, whose CRC-32 covers the stored frame; a body the frame does not
-shrink is stored as it is.  Record lengths are known only once compressed, so
-each file is written front to back: worker threads compress the next few
-records while the calling thread writes the finished ones in order (at most
+Each tensor record's version 1 body (its header and bytes) is deflated into
+one zstd frame and stored as a ``checkpoint-shard`` version 2 ``ZSTD`` body,
+whose CRC-32 covers the stored frame; a body the frame does not shrink is
+stored as it is, and so is every value (readers refuse a value's frame that
+inflates beyond its stored bytes: ``inert._zstd.VALUE_MAX_RATIO``).  Record
+lengths are known only once compressed, so each file is written front to
+back: worker threads compress the next few records while the calling thread writes the finished ones in order (at most
 ``2 * workers`` records in memory at once).  ``FsspecWriter`` streams the same
 records to an object, one after another (``write_records`` with its own sink).
 """
@@ -39,13 +40,13 @@ _ZSTD_OVERHEAD = 64
 
 
 def stored_record(item: WriteItem, planner: SavePlanner, values: dict[Any, list[Any]]) -> bytes:
-    """The record as stored: its body deflated (a ZSTD body) when that is shorter, with its CRC-32."""
+    """The record as stored: a tensor's body deflated (a ZSTD body) when that is shorter, with its CRC-32;
+    a value's record as it is (a value's frame may not inflate beyond its stored bytes)."""
     if item.type == WriteItemType.BYTE_IO:
-        parts: list[Any] = [b"".join(values[item.index])[:-4]]  # the value's record without its CRC-32
-    else:
-        tensor = resolve_tensor(item, planner)
-        _flat, data = tensor_bytes(tensor)
-        parts = [tensor_header(dtype_name(tensor.dtype, item.index.fqn), list(tensor.size()), len(data)), data]
+        return b"".join(values[item.index])
+    tensor = resolve_tensor(item, planner)
+    _flat, data = tensor_bytes(tensor)
+    parts: list[Any] = [tensor_header(dtype_name(tensor.dtype, item.index.fqn), list(tensor.size()), len(data)), data]
     length = sum(len(part) for part in parts)
     frame = deflate(parts)
     if len(frame) + _ZSTD_OVERHEAD < length:

@@ -681,7 +681,7 @@ class FileSystemReader(StorageReader):
         """A ZSTD body's frame ready to inflate, once its declared length is what the read plan's record can hold."""
         field = f"{name}:{item.storage_index.fqn}.body"
         if item.type == LoadItemType.BYTE_IO:
-            return Inflation(body, info.offset, field, limit=_VALUE_INFLATED_MAX)
+            return Inflation(body, info.offset, field, limit=_VALUE_INFLATED_MAX, value=True)
         dtype, shape = self._expected(item, info)
         nbytes = math.prod(shape) * dtype.itemsize
         header = 3 + 8 * len(shape) + 8
