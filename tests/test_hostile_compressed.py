@@ -28,8 +28,6 @@ from inert.torch import FileSystemWriter
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
 MIB = 1 << 20
-#: What the checkpoints hold: a tensor that compresses (so the warm run inflates too) and a value.
-STATE = "{'w': torch.zeros(4096), 'v': [None]}"
 
 _MEASURE = """
 import json, resource, runpy, sys
@@ -56,7 +54,7 @@ def run(entry, path, name):
         else:
             url = {"dcp.load": None, "file://": f"file://{path}", "memory://": in_memory(path, name)}[entry]
             reader = inert.torch.FileSystemReader(path) if url is None else inert.torch.FsspecReader(url)
-            dcp.load(%s, storage_reader=reader, no_dist=True)
+            dcp.load({'w': torch.zeros(4096), 'v': [None]}, storage_reader=reader, no_dist=True)
     except SystemExit as exc:
         return f"exit {exc.code}"
     except BaseException as exc:  # dcp.load wraps the reader's error in its CheckpointException
@@ -69,7 +67,7 @@ rss, start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, cpu()
 outcome = run(entry, hostile, "hostile")
 print(json.dumps({"cpu": cpu() - start, "rss": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss) * 1024,
                   "outcome": outcome}))
-""" % STATE
+"""
 
 
 def _measure(entry: str, warm: Path, hostile: Path) -> tuple[dict[str, float], str]:
@@ -85,6 +83,12 @@ def _size(path: Path) -> int:
     return sum(file.stat().st_size for file in path.iterdir())
 
 
+def _state() -> dict[str, object]:
+    """What the checkpoints hold (and the child loads into): a tensor that compresses, so that the warm
+    run inflates too, and a value."""
+    return {"w": torch.zeros(4096), "v": [None]}
+
+
 def _save(path: Path, state: dict[str, object]) -> None:
     dcp.save(state, storage_writer=FileSystemWriter(path, _extensions=[ZStandard()]), no_dist=True)
 
@@ -93,7 +97,7 @@ def _nil_bomb(tmp_path: Path) -> tuple[Path, Path]:
     """An honest compressed checkpoint, and a copy whose value record is a ZSTD frame of 1,055 bytes
     inflating to a 32 MiB document of nils (a list of 33 million items), every CRC-32 right."""
     warm = tmp_path / "warm"
-    _save(warm, eval(STATE))
+    _save(warm, _state())
     hostile = tmp_path / "hostile"
     shutil.copytree(warm, hostile)
     count = (32 << 20) - 5
@@ -148,7 +152,7 @@ def test_512_mib_of_zeros_in_16_kb_loads_into_the_declared_tensor_and_no_more(tm
     """A real save of a 512 MiB zero tensor is 16 KB of RLE blocks (32,724x): the bound is the tensor the
     metadata declares, which ``load_tensors`` allocates once and inflates into without a copy."""
     warm = tmp_path / "warm"
-    _save(warm, eval(STATE))
+    _save(warm, _state())
     hostile = tmp_path / "zeros"
     _save(hostile, {"w": torch.zeros(128 << 20)})
     size = _size(hostile)
