@@ -162,3 +162,26 @@ def test_512_mib_of_zeros_in_16_kb_loads_into_the_declared_tensor_and_no_more(tm
     declared = 512 << 20
     assert cost["rss"] <= declared + 100 * size + 8 * MIB, cost
     assert cost["cpu"] <= 2.0, cost
+
+
+def test_verify_of_512_mib_of_zeros_in_16_kb_inflates_a_block_at_a_time(tmp_path: Path) -> None:
+    """``inert verify`` loads nothing: a compressed tensor record costs its stored bytes, one block and the
+    decoder's window, not the tensor it declares.  An inflated header other than the metadata's is named
+    from that header alone."""
+    warm = tmp_path / "warm"
+    _save(warm, _state())
+    hostile = tmp_path / "zeros"
+    _save(hostile, {"w": torch.zeros(128 << 20)})
+    size = _size(hostile)
+    cost, outcome = _measure("verify", warm, hostile)
+    assert outcome.startswith("exit 0"), outcome
+    assert cost["rss"] <= 100 * size + 8 * MIB, cost
+    assert cost["cpu"] <= 2.0, cost
+    meta = cm.decode((hostile / ".metadata").read_bytes())
+    meta["tensors"][0]["size"] = [64 << 20, 2]  # the same bytes under another shape: the inflated header differs
+    meta["tensors"][0]["chunk_sizes"] = [64 << 20, 2]
+    meta["tensors"][0]["chunk_offsets"] = [0, 0]
+    (hostile / ".metadata").write_bytes(cm.encode(meta))
+    cost, outcome = _measure("verify", warm, hostile)
+    assert outcome.startswith("exit 1") and "w: record holds (134217728,) torch.float32" in outcome, outcome
+    assert cost["rss"] <= 100 * size + 8 * MIB, cost
