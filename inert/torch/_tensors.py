@@ -29,6 +29,7 @@ from torch.distributed.checkpoint.planner import LoadItemType, ReadItem
 
 from inert._errors import InvalidValueError, LimitError, TruncatedError
 from inert._objstore import is_url
+from inert._zstd import MAX_RATIO as ZSTD_MAX_RATIO
 from inert.codecs import checkpoint_metadata as metadata_codec
 
 from ._metadata import InertStorageInfo
@@ -36,9 +37,6 @@ from ._reader import FileSystemReader, ShapeMismatchError, _Buffers, _narrow
 
 __all__ = ["load_tensors", "check_tiling", "MAX_TILING_CELLS"]
 
-#: The most a zstd frame can inflate per byte: a block holds at most 128 KiB and takes at least
-#: 4 bytes (an RLE block: a 3-byte header and the byte repeated).
-ZSTD_MAX_RATIO = (128 << 10) // 4
 #: Most cells of the grid that a tensor's chunk boundaries draw (one byte each while tiling is checked).
 MAX_TILING_CELLS = 1 << 24
 
