@@ -26,7 +26,14 @@ import pytest
 if importlib.util.find_spec("torchtitan") is None and not os.environ.get("INERT_REQUIRE_FRAMEWORKS"):
     pytest.skip("torchtitan is not installed (INERT_REQUIRE_FRAMEWORKS=1 makes this a failure)", allow_module_level=True)
 
-from frameworks.runs import assert_inert_metadata, assert_only_unpicklers, assert_pickled_metadata, run, verify  # noqa: E402
+from frameworks.runs import (  # noqa: E402
+    assert_inert_metadata,
+    assert_only_unpicklers,
+    assert_pickled_metadata,
+    launch,
+    run,
+    verify,
+)
 
 # Who may unpickle during a load: rank-to-rank collectives and torchtitan's data loader (see above).
 ALLOWED_UNPICKLERS = ("torch/distributed/distributed_c10d.py", "torchtitan/components/dataloader.py")
@@ -64,7 +71,7 @@ def test_torchtitan_checkpoint_is_pickle_free(tmp_path: Path, route: str, async_
 
 def test_torchtitan_without_the_switch_pickles(tmp_path: Path) -> None:
     """The control: the same run without the switch writes a pickled .metadata and unpickles it (so the
-    assertions above detect what the switch removes)."""
+    assertions above detect what the switch removes); with the switch that directory is refused."""
     results = run("titan_ckpt.py", "off", ["disabled", "both"], tmp_path, 2)
     assert_pickled_metadata(step_dir(tmp_path))
     for result in results:
@@ -72,3 +79,9 @@ def test_torchtitan_without_the_switch_pickles(tmp_path: Path) -> None:
         assert any("checkpoint/filesystem.py" in str(c) for c in result["unpickle_calls"])  # type: ignore[attr-defined]
         assert any("metadata.Metadata from" in str(e) for e in result["find_class"])  # type: ignore[attr-defined]
     assert verify(step_dir(tmp_path)).returncode != 0
+    # That pickled checkpoint, loaded by torchtitan with the switch on, is refused before anything is unpickled.
+    proc = launch("titan_ckpt.py", "env", ["disabled", "load"], tmp_path, 2)
+    assert proc.returncode != 0
+    assert "ForeignFormatError" in proc.stderr and "legacy pickle checkpoint" in proc.stderr, proc.stderr[-4000:]
+    assert f"inert migrate {step_dir(tmp_path)}" in proc.stderr
+    assert not list(tmp_path.glob("result-load-*.json"))

@@ -13,17 +13,21 @@ from inert.codecs.checkpoint_metadata import MAGIC
 HERE = Path(__file__).parent
 
 
-def run(worker: str, route: str, args: list[str], base: Path, nproc: int) -> list[dict[str, object]]:
+def launch(worker: str, route: str, args: list[str], base: Path, nproc: int) -> subprocess.CompletedProcess[str]:
     """``torchrun`` the worker on nproc ranks; route ``env`` sets ``INERT_TORCH_ENABLE=1`` (the program never
-    imports inert), every other route runs without it.  Returns each rank's result-PHASE-RANK.json (PHASE
-    being the last of args)."""
+    imports inert), every other route runs without it."""
     env = {k: v for k, v in os.environ.items() if k != "INERT_TORCH_ENABLE"}
     if route == "env":
         env["INERT_TORCH_ENABLE"] = "1"
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
-    proc = subprocess.run(
+    return subprocess.run(
         [*command, str(HERE / worker), route, *args, str(base)], env=env, capture_output=True, text=True, timeout=240
     )
+
+
+def run(worker: str, route: str, args: list[str], base: Path, nproc: int) -> list[dict[str, object]]:
+    """:func:`launch`, which must succeed; each rank's result-PHASE-RANK.json (PHASE the last of args)."""
+    proc = launch(worker, route, args, base, nproc)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return [json.loads((base / f"result-{args[-1]}-{rank}.json").read_text()) for rank in range(nproc)]
 
