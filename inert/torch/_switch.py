@@ -37,6 +37,7 @@ workers inherit the variable.  Without the variable the hook does nothing and im
 
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 from collections.abc import Iterator
@@ -73,11 +74,23 @@ def redirected_classes() -> list[tuple[type, type]]:
         (_torch_fs.FileSystemWriter, FileSystemWriter),
         (_torch_fs.FileSystemReader, FileSystemReader),
     ]
-    try:
-        import torch.distributed.checkpoint._fsspec_filesystem as torch_fsspec
-    except ImportError:  # no fsspec: DCP's _storage_setup skips these classes too
+    torch_fsspec = _torch_fsspec_module()
+    if torch_fsspec is None:  # no fsspec: DCP's _storage_setup skips these classes too
         return pairs
     return pairs + [(torch_fsspec.FsspecWriter, FsspecWriter), (torch_fsspec.FsspecReader, FsspecReader)]
+
+
+def _torch_fsspec_module() -> Any:
+    """The module defining torch's fsspec classes, by its public name where the release has one: 2.15's
+    ``fsspec_filesystem`` and 2.3's ``fsspec`` (importing ``_fsspec_filesystem`` there warns); else
+    ``_fsspec_filesystem``.  Every name is the same class object, so one redirect covers them all."""
+    for name in ("fsspec_filesystem", "fsspec", "_fsspec_filesystem"):
+        try:
+            return importlib.import_module(f"torch.distributed.checkpoint.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"torch.distributed.checkpoint.{name}":
+                return None  # the module is there but fsspec is not
+    return None
 
 
 def _redirecting_new(cls: type, *args: Any, **kwargs: Any) -> Any:
