@@ -38,6 +38,7 @@ workers inherit the variable.  Without the variable the hook does nothing and im
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import threading
 from collections.abc import Iterator
@@ -105,10 +106,23 @@ def _redirecting_new(cls: type, *args: Any, **kwargs: Any) -> Any:
 def _last_owner(cls: type) -> type:
     """The last class in ``cls``'s MRO carrying the redirecting ``__new__`` (torch's FsspecWriter
     carries it and so does its base FileSystemWriter: passing through goes past both)."""
-    return [c for c in cls.__mro__ if c.__dict__.get("__new__") is _NEW][-1]
+    return [c for c in cls.__mro__ if _is_redirecting(c.__dict__.get("__new__"))][-1]
 
 
-_NEW = staticmethod(_redirecting_new)
+def _is_redirecting(method: Any) -> bool:
+    return getattr(getattr(method, "__func__", None), "_inert_redirect", False)
+
+
+def _new_for(torch_cls: type) -> Any:
+    """The redirecting ``__new__`` for ``torch_cls``, showing its ``__init__``'s signature: ``inspect.signature``
+    of a class reads a Python ``__new__`` before ``__init__``, and callers (frameworks filtering keyword
+    arguments) must keep seeing torch's parameters."""
+    def __new__(cls: type, *args: Any, **kwargs: Any) -> Any:
+        return _redirecting_new(cls, *args, **kwargs)
+
+    __new__.__signature__ = inspect.signature(torch_cls.__init__)  # type: ignore[attr-defined,misc]
+    __new__._inert_redirect = True  # type: ignore[attr-defined]
+    return staticmethod(__new__)
 
 
 def _install(torch_cls: type) -> None:
@@ -121,7 +135,7 @@ def _install(torch_cls: type) -> None:
     if "__new__" in torch_cls.__dict__:
         raise RuntimeError(f"inert.torch.enable: {torch_cls.__module__}.{torch_cls.__qualname__} defines its own __new__, "
                            "which this PyTorch release did not; refusing to replace it")
-    torch_cls.__new__ = _NEW  # type: ignore[assignment]
+    torch_cls.__new__ = _new_for(torch_cls)  # type: ignore[assignment]
     _installed.add(torch_cls)
 
 
