@@ -76,14 +76,23 @@ try:
 except ImportError:  # before 2.4
     StorageMeta = None  # type: ignore[assignment,misc]
 
-__all__ = ["FileSystemReader", "ShapeMismatchError"]
+__all__ = ["FileSystemReader", "MissingMetadataError", "ShapeMismatchError"]
 
 METADATA_NAME = ".metadata"
 _MIGRATE = (
-    "it is a legacy pickle checkpoint (torch.distributed.checkpoint's own format); Inert never unpickles. "
-    "If you trust its source, convert it with `inert migrate SRC DST --trust-source` (docs/cli.md says what "
+    "If you trust its source, convert it with `inert migrate {dir} DST --trust-source` (docs/cli.md says what "
     "that trusts), or load it once with PyTorch's FileSystemReader and save it again with inert.torch.FileSystemWriter"
 )
+#: Data files whose first bytes a refusal looks at to tell a legacy checkpoint from a mixed directory.
+_PEEK_FILES = 64
+_SHARD_MAGIC = shard.MAGIC
+
+
+class MissingMetadataError(InertError, FileNotFoundError):
+    """A checkpoint without its ``.metadata`` (the commit point, written last): a save that did not finish,
+    a removed file, or no checkpoint at all.  Also a ``FileNotFoundError``."""
+
+    kind = "missing"
 
 
 #: Records up to this size are read whole; a larger tensor record goes straight into its destination.
@@ -367,20 +376,77 @@ class FileSystemReader(StorageReader):
         name = METADATA_NAME if rank is None else f"__{rank}{METADATA_NAME}"
         if rank is not None and not self._has_file(name):  # the per-rank fallback: saved with collectives
             name = METADATA_NAME
-        path = self.path / name
-        data = self._read_file(name, self.max_metadata_size)
+        try:
+            data = self._read_file(name, self.max_metadata_size)
+        except FileNotFoundError:
+            raise self._missing(name) from None
         try:
             metadata = loads_metadata(data, max_size=self.max_metadata_size)
         except ForeignFormatError as exc:
-            if data[:1] == b"\x80":
-                reason = f"{path} is not an Inert checkpoint: {_MIGRATE}"
-                raise ForeignFormatError(exc.format, exc.offset, exc.field, reason) from None
+            if data[:1] == b"\x80":  # a pickle's PROTO opcode: refused without unpickling a byte of it
+                raise ForeignFormatError(exc.format, exc.offset, exc.field, self._pickled(name)) from None
             raise
         if StorageMeta is not None:
             meta = getattr(metadata, "storage_meta", None) or StorageMeta()
             meta.load_id = self.load_id
             metadata.storage_meta = meta
         return metadata
+
+    def _data_heads(self) -> tuple[int, int]:
+        """(Inert data files, other data files) among the first ``_PEEK_FILES`` ``*.distcp`` regular files
+        of a local checkpoint directory, by their first 8 bytes; (0, 0) for no directory or another storage
+        (a subclass with its own ``_read_file``: an object store)."""
+        if not self._local():
+            return 0, 0
+        inert = other = 0
+        try:
+            with os.scandir(self.path) as entries:
+                for entry in entries:
+                    if inert + other >= _PEEK_FILES:
+                        break
+                    if not entry.name.endswith(".distcp") or not entry.is_file(follow_symlinks=False):
+                        continue
+                    try:
+                        fd = open_in(self.path, entry.name, "checkpoint-shard")
+                    except (OSError, InertError):
+                        continue
+                    try:
+                        head = os.pread(fd, len(_SHARD_MAGIC), 0)
+                    finally:
+                        os.close(fd)
+                    inert, other = (inert + 1, other) if head == _SHARD_MAGIC else (inert, other + 1)
+        except OSError:
+            return 0, 0
+        return inert, other
+
+    def _local(self) -> bool:
+        return type(self)._read_file is FileSystemReader._read_file
+
+    def _pickled(self, name: str) -> str:
+        """Why a pickled ``.metadata`` is refused: a legacy checkpoint, or one pickle over Inert's data files."""
+        inert, _ = self._data_heads()
+        if inert:
+            return (f"{self.path}: a mixed directory: its {name} is a pickle (torch's own FileSystemWriter) but {inert} "
+                    "data file(s) are Inert's checkpoint-shard files; refused unread. Save it again with Inert's writer; "
+                    f"`inert migrate {self.path} DST --trust-source` converts the pickled save if you trust its source")
+        return (f"{self.path} is a legacy pickle checkpoint (its {name} is torch.distributed.checkpoint's own pickled "
+                f"format); Inert never unpickles. {_MIGRATE.format(dir=self.path)}")
+
+    def _missing(self, name: str) -> MissingMetadataError:
+        """The error for a checkpoint without its ``.metadata``, saying what the directory holds instead."""
+        if self._local() and not os.path.isdir(self.path):
+            reason = f"{self.path}: no such checkpoint directory"
+        else:
+            inert, other = self._data_heads()
+            if inert:
+                reason = (f"{self.path} has no {name} but {inert} Inert data file(s): a save that did not finish "
+                          f"(the {name} is written last, after every data file) or a removed {name}")
+            elif other:
+                reason = (f"{self.path} has no {name}, and its data files are not Inert's: a legacy DCP save that did "
+                          "not finish, or another tool's files")
+            else:
+                reason = f"{self.path} has no {name}: not a checkpoint directory"
+        return MissingMetadataError("checkpoint-metadata", -1, name, reason)
 
     def set_up_storage_reader(self, metadata: Metadata, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
         self.metadata = metadata
