@@ -130,3 +130,30 @@ def test_torch_s_classes_keep_their_own_signature_through_enable_and_disable() -
     assert {cls: inspect.signature(cls) for cls in before} == before
     it.disable()
     assert {cls: inspect.signature(cls) for cls in before} == before
+
+
+def test_a_pickled_metadata_over_inert_data_files_is_a_mixed_directory(tmp_path: Path) -> None:
+    it.enable()
+    _save(tmp_path / "mixed", _state())
+    it.disable()
+    _save(tmp_path / "legacy", _state())
+    (tmp_path / "mixed" / ".metadata").write_bytes((tmp_path / "legacy" / ".metadata").read_bytes())
+    with pytest.raises(InertError, match="a mixed directory"):
+        it.load({"w": torch.zeros(3, 4)}, tmp_path / "mixed")
+
+
+@pytest.mark.parametrize("case", ["unfinished", "empty", "absent"])
+def test_a_missing_metadata_says_what_the_directory_holds(tmp_path: Path, case: str) -> None:
+    from inert.torch._reader import MissingMetadataError
+
+    path = tmp_path / "ckpt"
+    if case == "unfinished":
+        it.enable()
+        _save(path, _state())
+        (path / ".metadata").unlink()
+    elif case == "empty":
+        path.mkdir()
+    expected = {"unfinished": "a save that did not finish", "empty": "not a checkpoint directory",
+                "absent": "no such checkpoint directory"}[case]
+    with pytest.raises(MissingMetadataError, match=expected):
+        it.load({"w": torch.zeros(3, 4)}, path)
