@@ -159,10 +159,10 @@ def object_sizes(fs: Any, root: str, limits: StorageLimits | None = None) -> dic
     The listing has a deadline and a bounded number of pages and entries (:class:`StorageLimits`).
     """
     limits = limits or StorageLimits.from_env()
+    fs.invalidate_cache(root)  # what else asks about these objects sees the listing's answer
     if _is_s3(fs):
         return _timed("listing", fs, root, limits.listing_timeout, "INERT_STORAGE_LIST_TIMEOUT", _s3_list, fs, root,
                       limits)
-    fs.invalidate_cache(root)
     if getattr(fs, "async_impl", False) and getattr(fs, "loop", None) is not None:
         entries = _timed("listing", fs, root, limits.listing_timeout, "INERT_STORAGE_LIST_TIMEOUT", fs._ls, root,
                          detail=True)

@@ -33,7 +33,7 @@ from xml.sax.saxutils import escape
 #: Bytes of a huge body (the issue's 800 MiB).
 HUGE = 800 << 20
 #: Bytes after which an "endless" chunked body ends after all (the fixture's own bound).
-ENDLESS = 16 << 30
+ENDLESS = 2 << 30
 #: Seconds of silence before slow headers, and the longest a trickle goes on.
 SLOW = 120.0
 #: Requests the server answers at most; later ones get 503.
