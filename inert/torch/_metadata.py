@@ -143,41 +143,67 @@ def loads_metadata(data: bytes | bytearray | memoryview, *, max_size: int = code
             gc.enable()
 
 
+def _grid(offsets: Any, sizes: Any, ndim: int, count: int) -> list[tuple[torch.Size, torch.Size]]:
+    """Each chunk's (offsets, sizes) as ``torch.Size`` pairs (a 0-dim tensor's chunks: empty sizes)."""
+    if not ndim:
+        empty = torch.Size()
+        return [(empty, empty)] * count
+    size_of = torch.Size
+    return [(size_of(offsets[at : at + ndim]), size_of(sizes[at : at + ndim])) for at in range(0, len(offsets), ndim)]
+
+
 def _build(doc: dict[str, Any]) -> Metadata:
     files = doc["files"]
     new = object.__new__
-    size_of = torch.Size
+    set_frozen = object.__setattr__  # MetadataIndex is a frozen dataclass
     state: dict[str, Any] = {}
     storage: dict[Any, Any] = {}
+    # Sharded models repeat a few chunkings over thousands of entries: each distinct one's
+    # torch.Size objects are made once and shared (immutable, so equal to fresh ones in every use).
+    grids: dict[tuple[Any, ...], list[tuple[torch.Size, torch.Size]]] = {}
+    properties: dict[tuple[Any, ...], tuple[Any, ...]] = {}
     for entry in doc["tensors"]:
         fqn = entry["fqn"]
         size = entry["size"]
         ndim = len(size)
-        props = TensorProperties(
-            dtype=torch_dtype(entry["dtype"].name, fqn),
-            layout=_LAYOUT_OF[entry["layout"].name],
-            requires_grad=entry["requires_grad"],
-            memory_format=_FORMAT_OF[entry["memory_format"].name],
-            pin_memory=entry["pin_memory"],
-        )
-        offsets, sizes = entry["chunk_offsets"], entry["chunk_sizes"]
-        chunks = []
-        for index, (file_id, byte_offset, length, crc) in enumerate(
-            zip(entry["chunk_files"], entry["chunk_byte_offsets"], entry["chunk_byte_lengths"], entry["chunk_crcs"], strict=False)
+        pkey = (entry["dtype"], entry["layout"], entry["requires_grad"], entry["memory_format"], entry["pin_memory"])
+        props_fields = properties.get(pkey)
+        if props_fields is None:
+            props_fields = properties[pkey] = (torch_dtype(entry["dtype"].name, fqn), _LAYOUT_OF[entry["layout"].name],
+                                         entry["requires_grad"], _FORMAT_OF[entry["memory_format"].name],
+                                         entry["pin_memory"])
+        props = new(TensorProperties)
+        props.dtype, props.layout, props.requires_grad, props.memory_format, props.pin_memory = props_fields
+        offsets, sizes, chunk_files = entry["chunk_offsets"], entry["chunk_sizes"], entry["chunk_files"]
+        gkey = (ndim, len(chunk_files), tuple(offsets), tuple(sizes))
+        grid = grids.get(gkey)
+        if grid is None:
+            grid = grids[gkey] = _grid(offsets, sizes, ndim, len(chunk_files))
+        chunks: list[ChunkStorageMetadata] = []
+        append = chunks.append
+        for index, ((offset, chunk_size), file_id, byte_offset, length, crc) in enumerate(
+            zip(grid, chunk_files, entry["chunk_byte_offsets"], entry["chunk_byte_lengths"], entry["chunk_crcs"],
+                strict=False)
         ):
-            at = index * ndim
-            offset = size_of(offsets[at : at + ndim])
             chunk = new(ChunkStorageMetadata)
-            chunk.__dict__.update(offsets=offset, sizes=size_of(sizes[at : at + ndim]))
-            chunks.append(chunk)
+            chunk.offsets = offset
+            chunk.sizes = chunk_size
+            append(chunk)
             key = new(MetadataIndex)
-            key.__dict__.update(fqn=fqn, offset=offset, index=index)
+            set_frozen(key, "fqn", fqn)
+            set_frozen(key, "offset", offset)
+            set_frozen(key, "index", index)
             info = new(InertStorageInfo)
-            info.__dict__.update(relative_path=files[file_id], offset=byte_offset, length=length,
-                                 transform_descriptors=None, crc32=crc)
+            info.relative_path = files[file_id]
+            info.offset = byte_offset
+            info.length = length
+            info.transform_descriptors = None
+            info.crc32 = crc
             storage[key] = info
         md = new(TensorStorageMetadata)
-        md.__dict__.update(properties=props, size=size_of(size), chunks=chunks)
+        md.properties = props
+        md.size = torch.Size(size)
+        md.chunks = chunks
         state[fqn] = md
     for entry in doc["values"]:
         fqn = entry["fqn"]
