@@ -316,15 +316,18 @@ def test_the_inflated_limit_is_the_specs() -> None:
     assert MAX_INFLATED == checkpoint_shard.MAX_INFLATED
 
 
-def test_a_version_1_reader_refuses_version_2_and_version_1_files_still_load(tmp_path: Path) -> None:
-    save({"w": torch.arange(10.0)}, tmp_path)
+def test_a_version_1_reader_refuses_version_2_and_version_2_files_of_plain_records_still_load(tmp_path: Path) -> None:
+    save({"w": torch.arange(10.0)}, tmp_path)  # uncompressed: version 1 (tests/test_writer_versions.py)
     data_file = next(tmp_path.glob("*.distcp"))
     data = data_file.read_bytes()
     records = cs.decode(data)
-    data_file.write_bytes(cs.encode(records, version=1))  # the same records in a version 1 file
+    data_file.write_bytes(cs.encode(records, version=2))  # the same records in a version 2 file
     assert data_file.read_bytes()[10:] == data[10:]
     into = {"w": torch.zeros(10)}
     load(into, tmp_path)
     assert torch.equal(into["w"], torch.arange(10.0))
+    squeezed = tmp_path / "zstd"
+    save({"w": torch.zeros(4096)}, squeezed, _extensions=[ZStandard()])
+    compressed = next(squeezed.glob("*.distcp")).read_bytes()
     with pytest.raises(VersionError, match=r"version 2 is not supported \(this reader knows 1\)"):
-        read_file_header("checkpoint-shard", data, cs.MAGIC, (1,))  # what a reader of the last release does
+        read_file_header("checkpoint-shard", compressed, cs.MAGIC, (1,))  # what a reader of the last release does

@@ -102,6 +102,10 @@ def tensor_header(dtype: str, shape: list[int], nbytes: int) -> bytes:
     return head + bytes(-len(head) % ALIGN)
 
 
+#: The ``checkpoint-shard`` version of an uncompressed save.
+UNCOMPRESSED_VERSION = 1
+
+
 @dataclasses.dataclass
 class _Slot:
     """Where one record goes in its file, and what is known of it before its tensor is resolved."""
@@ -114,7 +118,9 @@ class _Slot:
 
 def _layout(items: list[WriteItem], values: dict[Any, list[Any]]) -> tuple[bytes, list[_Slot]]:
     """The file's header and every record's place, from the plan alone: dtype and shape are the write items'."""
-    head = file_header(shard.MAGIC, shard.LATEST) + _COUNT.pack(len(items))
+    # version 1 holds every uncompressed record: a writer writes the oldest version that holds its data,
+    # so that a reader knowing only v1 reads it (v2 only adds ZSTD records, written by _compressed)
+    head = file_header(shard.MAGIC, UNCOMPRESSED_VERSION) + _COUNT.pack(len(items))
     pos = len(head)
     slots = []
     for item in items:
