@@ -2,13 +2,15 @@
 
 ``import inert`` needs only msgpack; each integration checks for its extra
 when it is imported (``extra_error``), and the command line turns a missing
-package into ``inert: <command>: ... pip install 'inert[<extra>]'`` instead
-of a traceback (``missing_extra``).
+package into ``inert: <command>: ... pip install '<checkout>[<extra>]' ...`` instead
+of a traceback (``missing_extra``).  Every such hint comes from ``install_hint``: Inert
+is not on the public index yet, so the line says how to install the extra from a
+clone of the repository (README.md, "Install").
 """
 
 from __future__ import annotations
 
-__all__ = ["MissingExtraError", "extra_error", "missing_extra", "EXTRA_OF"]
+__all__ = ["MissingExtraError", "extra_error", "missing_extra", "install_hint", "EXTRA_OF"]
 
 #: The extra that installs each optional top-level package, and what to call the package.
 EXTRA_OF = {
@@ -23,13 +25,22 @@ EXTRA_OF = {
 }
 
 
+def install_hint(extra: str) -> str:
+    """The one command that installs ``extra``, as every missing-extra message spells it.
+
+    ``pip install 'inert[x]'`` finds nothing on the public index (Inert is not there yet), so
+    the hint names the checkout; a built wheel takes the same ``[x]`` suffix (README.md).
+    """
+    return f"pip install '<checkout>[{extra}]' (<checkout>: a clone of Inert; it is not on PyPI yet)"
+
+
 class MissingExtraError(ImportError):
     """An optional package is not installed: the message names the extra that installs it."""
 
 
 def _line(who: str, package: str, extra: str | None = None) -> str:
     default, name = EXTRA_OF[package]
-    return f"{who} needs {name}: pip install 'inert[{extra or default}]'"
+    return f"{who} needs {name}: {install_hint(extra or default)}"
 
 
 def extra_error(who: str, exc: ImportError, extra: str | None = None) -> ImportError:

@@ -10,7 +10,7 @@ A value's frame (``value=True``) may inflate to at most
 up to 73 bytes of memory per byte, so only the bytes stored can bound it
 (a tensor's inflated bytes are the destination its metadata declares, which
 zstd's own ceiling, ``MAX_RATIO``, relates to the stored bytes).
-``zstandard`` is needed only here: ``pip install 'inert[zstd]'``.
+``zstandard`` is needed only here: the ``zstd`` extra (``inert._extras.install_hint``).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import threading
 from typing import Any
 
 from inert._errors import InvalidValueError, LimitError
+from inert._extras import install_hint
 
 __all__ = ["LEVEL", "MAX_RATIO", "MAX_WINDOW", "VALUE_MAX_RATIO", "Inflation", "deflate", "frame_size", "inflate", "zstd_module"]
 
@@ -33,7 +34,7 @@ def zstd_module() -> Any:
     try:
         import zstandard
     except ImportError:
-        raise ImportError("compressed checkpoint records need zstandard: pip install 'inert[zstd]'") from None
+        raise ImportError(f"compressed checkpoint records need zstandard: {install_hint('zstd')}") from None
     return zstandard
 
 

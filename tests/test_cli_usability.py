@@ -13,6 +13,7 @@ import torch.distributed.checkpoint as dcp
 from safetensors.torch import save_file
 
 import inert
+from inert._extras import install_hint
 from inert.torch import FileSystemWriter
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,7 +59,7 @@ def test_cli_without_the_torch_extra_names_it_in_one_line(files: Path, argv: lis
     result = without_torch(f"from inert.cli.main import main\nsys.exit(main({argv!r}))", files)
     assert result.returncode == 2
     assert result.stdout == ""
-    assert result.stderr.splitlines() == [f"inert: {command}: this command needs PyTorch: pip install 'inert[torch]'"]
+    assert result.stderr.splitlines() == [f"inert: {command}: this command needs PyTorch: {install_hint('torch')}"]
     assert not (files / "out").exists()
 
 
@@ -69,10 +70,10 @@ def test_inspect_needs_no_torch(files: Path) -> None:
 
 
 @pytest.mark.parametrize(("module", "line"), [
-    ("inert.dump", "inert.dump needs PyTorch: pip install 'inert[torch]'"),
-    ("inert.transferqueue", "inert.transferqueue needs PyTorch: pip install 'inert[transferqueue]'"),
-    ("inert.dali", "inert.dali needs numpy: pip install 'inert[dali]'"),
-    ("inert.torch", "inert.torch needs PyTorch (2.2 or later) and msgpack: pip install 'inert[torch]'"),
+    ("inert.dump", f"inert.dump needs PyTorch: {install_hint('torch')}"),
+    ("inert.transferqueue", f"inert.transferqueue needs PyTorch: {install_hint('transferqueue')}"),
+    ("inert.dali", f"inert.dali needs numpy: {install_hint('dali')}"),
+    ("inert.torch", f"inert.torch needs PyTorch (2.2 or later) and msgpack: {install_hint('torch')}"),
 ])
 def test_import_without_the_extra_names_it(files: Path, module: str, line: str) -> None:
     result = without_torch(f"import {module}", files)

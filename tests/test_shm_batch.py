@@ -19,6 +19,7 @@ from hypothesis.extra import numpy as hnp
 from inert.codecs import shm_descriptor, shm_message
 
 import inert
+from inert._extras import install_hint
 from inert.shm import MAX_SAMPLE_DEPTH, SAMPLE_ALIGNMENT, ChannelClosedError, EndOfData, WorkerDiedError, WorkerTaskError
 from inert.shm._batch import (
     TaskHeader,
@@ -496,7 +497,7 @@ def test_missing_numpy_extra_names_it() -> None:
     )
     result = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, cwd="/", timeout=60)
     assert result.returncode != 0
-    assert "inert.shm needs numpy: pip install 'inert[numpy]'" in result.stderr
+    assert f"inert.shm needs numpy: {install_hint('numpy')}" in result.stderr
 
 
 @pytest.mark.parametrize("errno_value", [errno.ENOSYS, errno.EPERM, errno.EACCES, errno.EINVAL])

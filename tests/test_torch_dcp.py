@@ -26,6 +26,7 @@ from torch.distributed.checkpoint.stateful import Stateful
 import inert.torch
 from inert import ChecksumError, ForeignFormatError, InertError, InvalidValueError, TruncatedError
 from inert._audit import no_execution
+from inert._extras import install_hint
 from inert.torch import (
     TORCH_VERSION,
     FileSystemReader,
@@ -358,7 +359,7 @@ def test_version_parsing_and_import_boundaries() -> None:
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
     code = "import sys; sys.modules['torch'] = None; import inert.torch"
     err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stderr
-    assert "pip install 'inert[torch]'" in err
+    assert install_hint("torch") in err
 
 
 def test_single_and_multi_file_writers_and_threads(tmp_path: Path) -> None:

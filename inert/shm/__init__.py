@@ -31,7 +31,9 @@ from __future__ import annotations
 try:
     import numpy as _numpy  # noqa: F401 - checked first, so that a missing extra says so
 except ImportError as exc:  # pragma: no cover - exercised by the missing-extra test in a subprocess
-    raise ImportError("inert.shm needs numpy: pip install 'inert[numpy]'") from exc
+    from inert._extras import install_hint
+
+    raise ImportError(f"inert.shm needs numpy: {install_hint('numpy')}") from exc
 
 from ._batch import MAX_SAMPLE_DEPTH, SAMPLE_ALIGNMENT
 from ._failures import ChannelClosedError, EndOfData, WorkerDiedError, WorkerTaskError

@@ -37,7 +37,7 @@ needs ``no_dist=True`` in one process on 2.2 and 2.5+ (2.3 and 2.4 infer it).
 ``no_dist``; 2.3's ``load`` drops nested non-tensor values), and Stateful
 objects need 2.4.
 This is the only module of Inert that imports torch; it needs the extra:
-``pip install 'inert[torch]'``.
+``pip install '<checkout>[torch]'`` (README.md, "Install").
 """
 
 from __future__ import annotations

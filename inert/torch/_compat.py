@@ -14,7 +14,9 @@ import re
 import sys
 from typing import Any
 
-_EXTRA = "pip install 'inert[torch]'"
+from inert._extras import install_hint
+
+_EXTRA = install_hint("torch")
 
 try:
     import msgpack  # noqa: F401
