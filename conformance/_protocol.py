@@ -96,6 +96,9 @@ def read_frame(stream: IO[bytes]) -> bytes | None:
         raise HarnessError(f"stream ends inside a frame length ({len(head)} of 4 bytes)")
     (length,) = _LENGTH.unpack(head)
     if length > MAX_FRAME:
+        if all(32 <= b < 127 or b in b"\t\n\r" for b in head):
+            # A length made of printable bytes is text the testee printed on its stdout, the protocol's channel.
+            raise HarnessError(f"the testee wrote text on its stdout ({head!r}...): stdout carries only frames, print to stderr")
         raise HarnessError(f"frame of {length} bytes exceeds the protocol's {MAX_FRAME}")
     data = stream.read(length)
     if len(data) != length:

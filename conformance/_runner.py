@@ -15,6 +15,8 @@ run, so lists never go stale.
 from __future__ import annotations
 
 import argparse
+import difflib
+import json
 import re
 import sys
 from collections.abc import Iterable, Iterator
@@ -24,7 +26,7 @@ from typing import TextIO
 
 from inert._errors import HarnessError
 
-from ._corpus import CORPUS_DIR, Outcome, Vector, load_corpus
+from ._corpus import CORPUS_DIR, Outcome, Vector, _input_parts, load_corpus
 from ._protocol import Request, Response
 from ._testee import BUILTIN_TESTEES, Testee, TesteeFault, resolve_testee
 
@@ -96,8 +98,9 @@ def _explain(vector: Vector, out: TextIO, verbose: bool) -> None:
         print(f"    rule: {rule} (docs/spec: the rules of {vector.format.split('.')[0]})", file=out)
     if verbose:
         label = "value" if vector.value is not None else "input"
-        text = vector.value if vector.value is not None else vector.data.hex()
-        print(f"    {label}: {text}", file=out)
+        # The corpus's own form (runs of one byte folded into repeats), shortened: never megabytes of hex.
+        text = vector.value if vector.value is not None else json.dumps(_input_parts(vector.data))
+        print(f"    {label}: {_shorten(str(text))}", file=out)
 
 
 def _traced_rule(vector: Vector) -> str | None:
@@ -209,7 +212,10 @@ def run(
     selected = None if formats is None else set(formats)
     vectors = load_corpus(corpus, selected)
     if selected is not None and not vectors:
-        raise HarnessError(f"the corpus holds no vector of {sorted(selected)}")
+        known = {f for v in load_corpus(corpus) for f in (v.format, v.format.split(".")[0])}
+        hints = [m for name in sorted(selected - known) for m in difflib.get_close_matches(name, sorted(known), n=1)]
+        hint = f" (did you mean {', '.join(hints)}?)" if hints else ""
+        raise HarnessError(f"the corpus holds no vector of {sorted(selected)}{hint}")
     report = Report()
     seen = set()
     with Testee(testee_argv, timeout=timeout) as testee:

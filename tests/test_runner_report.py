@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import io
+import sys
 
+import pytest
 from inert.conformance._corpus import load_corpus
-from inert.conformance._protocol import Response
-from inert.conformance._runner import FAIL, Report, Result, _mismatch, cases
+from inert.conformance._protocol import Response, read_frame
+from inert.conformance._runner import FAIL, Report, Result, _mismatch, cases, run
+
+from inert._errors import HarnessError
 
 
 def _vector(fmt: str, name: str):  # type: ignore[no-untyped-def]
@@ -21,7 +25,26 @@ def test_a_failure_names_the_vector_its_description_and_the_rule_it_pins() -> No
     text = out.getvalue()
     assert "corpus/checkpoint-shard.record/v1/ValueMapKeyRepeated.json: the key 'a' twice" in text
     assert "rule: value.key-order" in text
-    assert f"input: {vector.data.hex()}" in text
+    assert f'input: "{vector.data.hex()}"' in text
+
+
+def test_verbose_input_is_the_corpus_repeat_form_never_megabytes_of_hex() -> None:
+    vector = max(load_corpus(), key=lambda v: len(v.data))
+    assert len(vector.data) > 100_000
+    out = io.StringIO()
+    Report([Result(vector.test_name, "g", FAIL, "x", vector)]).write(out, verbose=True)
+    line = next(t for t in out.getvalue().splitlines() if "input:" in t)
+    assert len(line) < 1000 and '"repeat"' in line
+
+
+def test_text_on_the_testee_stdout_is_named_as_such() -> None:
+    with pytest.raises(HarnessError, match="wrote text on its stdout"):
+        read_frame(io.BytesIO(b"hello world\n"))
+
+
+def test_an_unknown_format_name_gets_a_suggestion() -> None:
+    with pytest.raises(HarnessError, match="did you mean checkpoint-shard"):
+        run([sys.executable, "-c", "0"], formats=["checkpoint-shrd"])
 
 
 def test_the_rule_of_a_vector_that_names_none_is_traced() -> None:
