@@ -266,6 +266,22 @@ def run_command(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     return 0 if report.ok else 1
 
 
+def list_command(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+    """``inert conformance list``: each format and version in the corpus with its vector count."""
+    counts: dict[tuple[str, int], int] = {}
+    for v in load_corpus(CORPUS_DIR):
+        counts[v.format, v.version] = counts.get((v.format, v.version), 0) + 1
+    for (fmt, version), n in sorted(counts.items()):
+        print(f"{fmt} v{version}: {n} vectors", file=out)
+    return 0
+
+
+def path_command(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+    """``inert conformance path``: the corpus directory, for testees and scripts that read it directly."""
+    print(CORPUS_DIR, file=out)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m inert.conformance._runner``: the same as ``inert conformance run``."""
     parser = _parser(

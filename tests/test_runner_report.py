@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
 import io
 import sys
+from pathlib import Path
 
 import pytest
 from inert.conformance._corpus import load_corpus
 from inert.conformance._protocol import Response, read_frame
-from inert.conformance._runner import FAIL, Report, Result, _mismatch, cases, run
+from inert.conformance._runner import FAIL, Report, Result, _mismatch, cases, list_command, path_command, run
 
 from inert._errors import HarnessError
 
@@ -66,3 +68,12 @@ def test_long_values_are_shown_as_their_first_difference_never_cut_silently() ->
     assert expected[60:100] in detail and "X" in detail
     short = _mismatch(decode, Response("reject", kind="limit"))
     assert short.startswith("expected accept") and short.endswith("got reject limit")
+
+
+def test_list_names_each_format_and_version_and_path_is_the_corpus() -> None:
+    out = io.StringIO()
+    assert list_command(argparse.Namespace(), out) == 0
+    assert "checkpoint-shard.record v1: " in out.getvalue() and "shm-descriptor v1: " in out.getvalue()
+    out = io.StringIO()
+    assert path_command(argparse.Namespace(), out) == 0
+    assert Path(out.getvalue().strip(), "checkpoint-shard.record", "v1").is_dir()
