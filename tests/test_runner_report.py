@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from inert.conformance._corpus import load_corpus
 from inert.conformance._protocol import Response, read_frame
-from inert.conformance._runner import FAIL, Report, Result, _mismatch, cases, list_command, path_command, run
+from inert.conformance._runner import FAIL, PASS, UNSUPPORTED, Report, Result, _mismatch, cases, list_command, path_command, run
 
 from inert._errors import HarnessError
 
@@ -77,3 +77,13 @@ def test_list_names_each_format_and_version_and_path_is_the_corpus() -> None:
     out = io.StringIO()
     assert path_command(argparse.Namespace(), out) == 0
     assert Path(out.getvalue().strip(), "checkpoint-shard.record", "v1").is_dir()
+
+
+def test_the_example_testee_uses_only_the_public_protocol_and_passes_what_it_supports() -> None:
+    from inert.conformance.testees import example
+
+    source = Path(example.__file__).read_text(encoding="utf-8")
+    assert "._" not in source.replace("__future__", "").replace("__main__", "").replace("__name__", "")
+    report = run([sys.executable, "-m", "inert.conformance.testees.example"], formats=["shm-descriptor", "shm-message"])
+    assert report.count(PASS) > 100 and report.count(FAIL) == 0
+    assert report.count(UNSUPPORTED) > 100
