@@ -147,6 +147,18 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
         raise _Usage(str(exc)) from None
 
 
+def _cmd_conformance_list(args: argparse.Namespace) -> int:
+    from inert.conformance._runner import list_command
+
+    return list_command(args)
+
+
+def _cmd_conformance_path(args: argparse.Namespace) -> int:
+    from inert.conformance._runner import path_command
+
+    return path_command(args)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with its errors as one line, ``inert: <command>: <message>``, exit 2 (not usage text and a second line)."""
 
@@ -170,9 +182,7 @@ def _parser() -> argparse.ArgumentParser:
         cmd.add_argument("--version", type=int, default=None, help="format version (default: the latest)")
         cmd.add_argument("--chunk-size", type=int, default=None, help="size of the shared-memory chunk, where it applies")
         cmd.add_argument("--max-size", type=int, default=None, help="lower the format's size limit, where it has one")
-        cmd.add_argument(
-            "--no-verify-checksums", action="store_true", help="skip the CRC-32 checks (formats that carry them)"
-        )
+        cmd.add_argument("--no-verify-checksums", action="store_true", help="skip the CRC-32 checks (formats that carry them)")
         cmd.add_argument("path", nargs="?", default="-", help="input file, or - for standard input")
         cmd.set_defaults(run=run)
     from inert.cli import inspect as _inspect
@@ -191,6 +201,10 @@ def _parser() -> argparse.ArgumentParser:
     conformance_run = conformance_sub.add_parser("run", help="run the corpus against a testee; report per format and version")
     add_arguments(conformance_run)
     conformance_run.set_defaults(run=_cmd_conformance)
+    conformance_sub.add_parser("list", help="each format and version in the corpus with its vector count").set_defaults(
+        run=_cmd_conformance_list
+    )
+    conformance_sub.add_parser("path", help="print the corpus directory").set_defaults(run=_cmd_conformance_path)
     return parser
 
 
