@@ -10,7 +10,10 @@ from __future__ import annotations
 try:
     import construct  # noqa: F401
 except ImportError as exc:  # pragma: no cover - exercised by the missing-extra test
-    raise ImportError("inert.spec needs Construct: pip install 'inert[spec]'") from exc
+    # The same wording as inert._extras.install_hint (spec/ does not import the runtime for it).
+    raise ImportError(
+        "inert.spec needs Construct: pip install '<checkout>[spec]' (<checkout>: a clone of Inert; it is not on PyPI yet)"
+    ) from exc
 
 from . import checkpoint_metadata, checkpoint_shard, dump_manifest, dump_shard, shm_descriptor, shm_message, shm_samples_meta
 from ._grammar import Format

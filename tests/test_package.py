@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from inert._extras import install_hint
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # A meta-path finder that makes the named top-level modules unimportable.
@@ -56,10 +58,10 @@ def test_stdlib_codecs_is_not_shadowed() -> None:
 def test_missing_spec_extra_names_it() -> None:
     result = _python("import inert.spec", blocked=("construct",))
     assert result.returncode != 0
-    assert "pip install 'inert[spec]'" in result.stderr
+    assert install_hint("spec") in result.stderr
     cli = _python("import sys\nfrom inert.cli.main import main\nsys.exit(main(['gen', '--check']))", blocked=("construct",))
     assert cli.returncode == 2
-    assert cli.stderr.strip().splitlines() == ["inert: gen: inert.spec needs Construct: pip install 'inert[spec]'"]
+    assert cli.stderr.strip().splitlines() == ["inert: gen: inert.spec needs Construct: " + install_hint("spec")]
 
 
 def test_generated_codecs_are_up_to_date() -> None:
@@ -127,3 +129,4 @@ def test_readme_python_examples_run() -> None:
         if "# not run by the tests" in block:
             continue
         exec(compile(block, "README.md", "exec"), {"__name__": "__readme__"})  # noqa: S102 - our own README
+
