@@ -29,6 +29,17 @@ Writing then goes through ``kv_batch_put`` and is not transactional: after a
 failure new keys may be registered without data and existing keys may hold
 some dumped fields already; loading the same dump again is idempotent (every
 key keeps the index it got), so a failed load is retried, or its keys cleared.
+
+Whole-system checkpoint: :func:`save_checkpoint`/:func:`load_checkpoint` are
+pickle-free equivalents of ``transfer_queue.save_checkpoint``/``load_checkpoint``
+(the controller's partitions, index manager and sampler state, every storage
+unit's rows, as dumps), and :func:`enable` makes TransferQueue's own two
+functions use them (see ``inert._tq_checkpoint`` and docs/dump.md)::
+
+    import inert.transferqueue
+    inert.transferqueue.enable()
+    tq.save_checkpoint(f"{ckpt}/tq")      # no pickle written
+    tq.load_checkpoint(f"{ckpt}/tq")      # every byte checked; TransferQueue's .pkl checkpoints refused
 """
 
 from __future__ import annotations
@@ -54,9 +65,11 @@ except ImportError as exc:  # pragma: no cover - exercised in an environment wit
 
 from inert._errors import InvalidValueError
 from inert._objstore import is_url
+from inert._tq_checkpoint import disable, enable, enabled, is_enabled, load_checkpoint, migrate_checkpoint, save_checkpoint
 from inert.dump import DENSE, NESTED, VALUE, FieldSpec, Row, dump, open_dump
 
-__all__ = ["dump_data_by_key", "load_data_by_key", "SchemaConflictError"]
+__all__ = ["dump_data_by_key", "load_data_by_key", "SchemaConflictError", "save_checkpoint", "load_checkpoint",
+           "migrate_checkpoint", "enable", "disable", "enabled", "is_enabled"]
 
 #: Concurrent per-key metadata lookups (each is one round trip to the controller).
 _LOOKUP_THREADS = 16
