@@ -223,8 +223,11 @@ def test_enable_routes_transferqueues_own_functions(tq: Any, tmp_path: Path) -> 
             tq.save_checkpoint(tmp_path / "ckpt", metadata={"step": 10})
             move_on(tq)
             tq.save_checkpoint(tmp_path / "ckpt")  # an existing checkpoint is replaced, as TransferQueue does
+            moved = rows(tq)
+            populate(tq)
+            assert rows(tq) != moved
             tq.load_checkpoint(tmp_path / "ckpt")
-            assert rows(tq) != before
+            assert rows(tq) == moved != before
         assert (tq.save_checkpoint, tq.load_checkpoint) == (own_save, own_load) and not itq.is_enabled()
         assert_inert_files_only(tmp_path / "ckpt")
 
