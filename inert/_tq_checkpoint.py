@@ -520,9 +520,12 @@ def _gather(refs: list[Any]) -> list[Any]:
         raise
 
 
-def _is_checkpoint(path: str) -> bool:
-    names = set(os.listdir(path)) if os.path.isdir(path) and not os.path.islink(path) else set()
-    return CONTROLLER_DIR in names or "controller_state.pkl" in names
+def _replaceable(path: str) -> bool:
+    """A checkpoint (Inert's or TransferQueue's) or an empty directory: what a save may replace."""
+    if os.path.islink(path) or not os.path.isdir(path):
+        return False
+    names = set(os.listdir(path))
+    return not names or CONTROLLER_DIR in names or "controller_state.pkl" in names
 
 
 def _replace(staging: str, dest: str) -> None:
@@ -551,16 +554,17 @@ def save_checkpoint(checkpoint_dir: str | os.PathLike[str], *, include_storage: 
     The signature of ``transfer_queue.save_checkpoint``: ``include_storage`` is
     ignored as TransferQueue ignores it for SimpleStorage (in-memory data must be
     saved); ``metadata`` is stored as a value document.  An existing checkpoint
-    (Inert's or TransferQueue's) at ``checkpoint_dir`` is replaced in one
-    rename; anything else there is refused.  Writers must be paused, as for
+    (Inert's or TransferQueue's) or empty directory at ``checkpoint_dir`` is
+    replaced in one rename; anything else there is refused.  Writers must be paused, as for
     TransferQueue's own checkpoint.
     """
     del include_storage  # SimpleStorage always saves its data, as TransferQueue forces
     dest = os.path.abspath(os.fspath(checkpoint_dir))
     controller, units = _handles()
     replace = os.path.lexists(dest)
-    if replace and not _is_checkpoint(dest):
-        raise FileExistsError(f"{dest}: something other than a TransferQueue checkpoint is there; choose a new directory")
+    if replace and not _replaceable(dest):
+        raise FileExistsError(f"{dest}: something other than a TransferQueue checkpoint or an empty directory is there; "
+                              "choose a new directory")
     parent, name = os.path.split(dest)
     os.makedirs(parent, exist_ok=True)
     staging = os.path.join(parent, f".{name}.staging-{uuid.uuid4().hex}")

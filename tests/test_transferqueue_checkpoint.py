@@ -244,9 +244,14 @@ def test_enable_routes_transferqueues_own_functions(tq: Any, tmp_path: Path) -> 
         populate(tq)
         itq.load_checkpoint(tmp_path / "migrated")
         assert rows(tq) == current
-        with pytest.raises(FileExistsError):  # not a checkpoint: never replaced
-            (tmp_path / "other").mkdir()
-            itq.save_checkpoint(tmp_path / "other")
+        (tmp_path / "other").mkdir()
+        itq.save_checkpoint(tmp_path / "other")  # an empty directory is replaced, as TransferQueue does
+        assert_inert_files_only(tmp_path / "other")
+        (tmp_path / "notes").mkdir()
+        (tmp_path / "notes" / "mine.txt").write_text("x")
+        with pytest.raises(FileExistsError):  # neither a checkpoint nor empty: never replaced
+            itq.save_checkpoint(tmp_path / "notes")
+        assert os.listdir(tmp_path / "notes") == ["mine.txt"]
 
 
 def _corrupt_cases(root: Path) -> dict[str, Any]:
