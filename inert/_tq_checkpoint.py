@@ -270,7 +270,7 @@ def _int8(value: Any, ndim: int, path: str) -> torch.Tensor:
 
 def _read_controller(path: str) -> dict[str, Any]:
     """The checked controller state of the checkpoint at ``path`` (every byte of its dump checked first)."""
-    where = f"{CONTROLLER_DIR}/"
+    where = os.path.join(path, CONTROLLER_DIR) + "/"
     loaded = _within(where, lambda: load(os.path.join(path, CONTROLLER_DIR)))
     rows = sorted(loaded.rows, key=lambda row: row.global_index)
     if not rows or rows[0].key != _CONTROLLER_KEY or rows[0].tag != SCHEMA:
@@ -434,8 +434,8 @@ def _stage_unit(unit: Any, root: str, position: int, units: int,
     field_data: dict[str, dict[int, Any]] = {}
     active: set[int] = set()
     for part, pid, count, indexes, names in parts:
-        where = f"{STORAGE_DIR}/{_unit_dir(position)}/{_part_dir(part)}/"
-        loaded = _within(where, functools.partial(load, os.path.join(root, _unit_dir(position), _part_dir(part))))
+        where = os.path.join(root, _unit_dir(position), _part_dir(part)) + "/"
+        loaded = _within(where, functools.partial(load, where))
         allowed, known = set(indexes), set(names)
         if loaded.partition_id != pid or len(loaded.rows) != count:
             raise _bad(where + "MANIFEST", f"partition {loaded.partition_id!r} with {len(loaded.rows)} rows, the "
@@ -473,7 +473,7 @@ def _within(prefix: str, read: Callable[[], Any]) -> Any:
         raise type(exc)(exc.format, exc.offset, prefix + exc.field, exc.reason) from None
 
 
-def _entries(path: str, where: str, expected: Iterable[str]) -> None:
+def _entries(path: str, expected: Iterable[str]) -> None:
     """Refuse a directory of the checkpoint that holds anything but the subdirectories ``expected``, or a link."""
     want = set(expected)
     with directory_fd(path) as fd:
@@ -481,11 +481,13 @@ def _entries(path: str, where: str, expected: Iterable[str]) -> None:
         for name in sorted(names & want):
             mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
             if not stat.S_ISDIR(mode):
-                raise FileKindError("dump-manifest", 0, where + name, f"{file_kind(mode)}, not a directory: a "
-                                    "checkpoint's parts are directories inside it and no link is followed")
-    if names != want:
-        raise _bad(where or "<root>", f"holds {sorted(names - want)} beyond and lacks {sorted(want - names)} of "
-                   f"the parts the controller lists")
+                raise FileKindError("dump-manifest", 0, os.path.join(path, name), f"{file_kind(mode)}, not a "
+                                    "directory: a checkpoint's parts are directories inside it and no link is followed")
+    faults = [f"{words} {sorted(found)}" for words, found in (("holds what no part is:", names - want),
+                                                              ("lacks the listed parts", want - names)) if found]
+    if faults:
+        raise InvalidValueError("dump-manifest", -1, path + "/", "; ".join(faults) + " (a TransferQueue checkpoint "
+                                "holds exactly the parts its controller row lists)")
 
 
 def _refuse_legacy(path: str) -> None:
@@ -607,7 +609,7 @@ def load_checkpoint(checkpoint_dir: str | os.PathLike[str]) -> None:
     if not os.path.isdir(path):
         raise FileNotFoundError(f"Checkpoint directory not found: {path}")
     _refuse_legacy(path)
-    _entries(path, "", (CONTROLLER_DIR, STORAGE_DIR))
+    _entries(path, (CONTROLLER_DIR, STORAGE_DIR))
     state = _read_controller(path)
     listing = state.pop("storage")
     n = len(units)
@@ -617,9 +619,9 @@ def load_checkpoint(checkpoint_dir: str | os.PathLike[str]) -> None:
     by_unit: dict[int, list[list[int]]] = {}
     for unit, part, count in listing["dumps"]:
         by_unit.setdefault(unit, []).append([part, count])
-    _entries(root, f"{STORAGE_DIR}/", (_unit_dir(u) for u in by_unit))
+    _entries(root, (_unit_dir(u) for u in by_unit))
     for unit, held in by_unit.items():
-        _entries(os.path.join(root, _unit_dir(unit)), f"{STORAGE_DIR}/{_unit_dir(unit)}/", (_part_dir(p) for p, _ in held))
+        _entries(os.path.join(root, _unit_dir(unit)), (_part_dir(p) for p, _ in held))
     partitions = state["partitions"]
     _gather([controller.__ray_call__.remote(_apply_controller, state, False)])
     jobs = []

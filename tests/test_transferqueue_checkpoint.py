@@ -281,10 +281,11 @@ def _corrupt_cases(root: Path) -> dict[str, Any]:
         shutil.move(shard, root.parent / "shard-elsewhere")
         shard.symlink_to(root.parent / "shard-elsewhere")
 
-    def swapped_units() -> None:
-        os.rename(unit0, root / "storage" / "tmp")
-        os.rename(root / "storage" / "unit-00001", unit0)
-        os.rename(root / "storage" / "tmp", root / "storage" / "unit-00001")
+    def swapped_parts() -> None:  # each unit's dump of partition 0 where the other's belongs
+        other = root / "storage" / "unit-00001" / "part-00000"
+        os.rename(unit0 / "part-00000", root / "storage" / "tmp")
+        os.rename(other, unit0 / "part-00000")
+        os.rename(root / "storage" / "tmp", other)
 
     def extra() -> None:
         (root / "notes.txt").write_text("x")
@@ -295,7 +296,7 @@ def _corrupt_cases(root: Path) -> dict[str, Any]:
             "missing unit": (missing, "InvalidValueError"),
             "linked part": (linked_part, "FileKindError"),
             "linked shard": (linked_file, "FileKindError"),
-            "units swapped": (swapped_units, "InvalidValueError"),
+            "parts swapped between units": (swapped_parts, "InvalidValueError"),
             "extra file": (extra, "InvalidValueError")}
 
 
