@@ -129,12 +129,10 @@ def _cmd_encode(args: argparse.Namespace) -> int:
 def _cmd_gen(args: argparse.Namespace) -> int:
     try:
         import inert.spec  # noqa: F401  (first: without the extra, its error names it)
-        from inert.gen import c, c_writer, python
+        from inert.gen import driver
     except ImportError as exc:
         raise _Usage(str(exc)) from None
-    written = python.run(check=args.check)
-    readers = c.run(check=args.check)
-    return c_writer.run(check=args.check) or readers or written
+    return driver.run(check=args.check, freeze=args.freeze)
 
 
 def _cmd_conformance(args: argparse.Namespace) -> int:
@@ -193,6 +191,7 @@ def _parser() -> argparse.ArgumentParser:
         tool.add_parser(sub).set_defaults(run=tool.run)
     gen = sub.add_parser("gen", help="regenerate inert.codecs from inert.spec")
     gen.add_argument("--check", action="store_true", help="exit 1 if the generated files are stale")
+    gen.add_argument("--freeze", action="store_true", help="record the hash of every version not frozen yet (spec/frozen.json)")
     gen.set_defaults(run=_cmd_gen)
     from inert.conformance._runner import add_arguments
 
