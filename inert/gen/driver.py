@@ -33,6 +33,23 @@ def _c_writer_text(fmt: Format) -> str:
     return "\n".join(c_writer.generate(fmt))
 
 
+def _culprits(fmt: Format, make: Callable[[Format], str]) -> list[Refusal]:
+    """The rules of ``fmt`` the generator ``make`` fails on when each is the format's only declared rule."""
+    declared, out = fmt.declared, []
+    try:
+        for rule in declared:
+            fmt.declared = (rule,)
+            try:
+                make(fmt)
+            except Exception as exc:  # this rule alone breaks the generator: name it
+                refusal = refusals.blame(fmt, exc)
+                refusal.subject = rule.id
+                out.append(refusal)
+    finally:
+        fmt.declared = declared
+    return out
+
+
 def _probe(refused: list[Refusal]) -> None:
     """Each format through each generator on its own, so that a failure names the format (and the rule)."""
     for fmt in FORMATS.values():
@@ -44,7 +61,7 @@ def _probe(refused: list[Refusal]) -> None:
             try:
                 texts[target] = make(fmt)
             except Exception as exc:  # any failure of a generator on this format stops the whole run
-                refused.append(refusals.blame(fmt, exc))
+                refused.extend(_culprits(fmt, make) or [refusals.blame(fmt, exc)])
         refused.extend(refusals.check_targets(fmt, texts))
 
 
@@ -109,7 +126,11 @@ def run(check: bool, freeze: bool = False) -> int:
         for path in stale:
             print(f"inert: gen: {_shown(path)} is stale; run `inert gen`", file=sys.stderr)
         return 1 if stale else 0
-    written = write_all(files)
+    try:
+        written = write_all(files)
+    except OSError as exc:
+        print(f"inert: gen: cannot write: {exc}; nothing written", file=sys.stderr)
+        return 2
     for note in notes:
         print(f"inert: gen: {note}")
     print(f"inert: gen: {len(written)} file(s) written" + (f" ({', '.join(_shown(p) for p in written)})" if written else ""))
