@@ -3,7 +3,9 @@
 The order is what makes the tree safe: (1) the declarations alone (:func:`inert.gen.refusals.check_spec`)
 and the frozen versions (:mod:`inert.gen.frozen`); (2) each format through each generator, a failure
 named by format and rule; (3) what each target's reader of each format enforces
-(:func:`inert.gen.refusals.check_targets`); only then (4) the files.  Any refusal writes nothing.
+(:func:`inert.gen.refusals.check_targets`); (4) every file's text, the specification pages last: they
+trace the corpus through the codecs just generated (staged in a temporary directory), so one run after
+the vectors is enough; only then (5) the files.  Any refusal writes nothing.
 
 Writing is all or nothing: every changed file is first written beside itself under a temporary name,
 and only when all are written is each moved over its old self (``os.replace``, atomic per file); a
@@ -12,11 +14,15 @@ failure while writing the temporary files removes them and leaves the tree as it
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import os
 import sys
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from inert._accelerator import PURE_PYTHON_ENV
 from inert.gen import c, c_writer, frozen, grammar_hash, python, refusals
 from inert.gen.refusals import Refusal
 from inert.spec import FORMATS
@@ -65,6 +71,42 @@ def _probe(refused: list[Refusal]) -> None:
         refused.extend(refusals.check_targets(fmt, texts))
 
 
+@contextlib.contextmanager
+def _staged_codecs() -> Iterator[None]:
+    """``inert.codecs``, in this process, the codecs being generated (staged in a temporary directory), read
+    in pure Python (the built accelerator is the previous grammar's); the committed ones again after."""
+    import inert
+
+    names = [name for name in sys.modules if name == "inert.codecs" or name.startswith("inert.codecs.")]
+    saved = {name: sys.modules.pop(name) for name in names}
+    pure = os.environ.get(PURE_PYTHON_ENV)
+    with tempfile.TemporaryDirectory(prefix="inert-gen-") as tmp:
+        package = Path(tmp) / "codecs"
+        package.mkdir()
+        (package / "__init__.py").write_text(python._package_init())
+        for fmt in FORMATS.values():
+            (package / f"{fmt.module_name}.py").write_text(python.generate(fmt))
+        spec = importlib.util.spec_from_file_location("inert.codecs", package / "__init__.py",
+                                                      submodule_search_locations=[str(package)])
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["inert.codecs"] = module
+        os.environ[PURE_PYTHON_ENV] = "1"
+        try:
+            spec.loader.exec_module(module)
+            yield
+        finally:
+            for name in [n for n in sys.modules if n == "inert.codecs" or n.startswith("inert.codecs.")]:
+                del sys.modules[name]
+            sys.modules.update(saved)
+            if "inert.codecs" in saved:
+                inert.codecs = saved["inert.codecs"]  # type: ignore[attr-defined]
+            if pure is None:
+                os.environ.pop(PURE_PYTHON_ENV, None)
+            else:
+                os.environ[PURE_PYTHON_ENV] = pure
+
+
 def outputs(freeze: bool = False) -> tuple[dict[Path, str], list[Refusal], list[str]]:
     """Every file ``inert gen`` writes with its text, the refusals (when any, the files are ``{}``), and notes."""
     refused: list[Refusal] = []
@@ -77,7 +119,8 @@ def outputs(freeze: bool = False) -> tuple[dict[Path, str], list[Refusal], list[
     _probe(refused)
     if refused:
         return {}, refused, []
-    files = python.outputs()
+    with _staged_codecs():  # the pages trace the corpus through the codecs being generated, not the committed ones
+        files = python.outputs()
     if c.C_DIR.is_dir():  # a source checkout: the C readers and writers live there only
         files.update({**c.outputs(), **c_writer.outputs(), **grammar_hash.outputs(c.C_DIR)})
     unfrozen = sorted(f"{name} {key}" for name, keys in current.items() for key in keys if key not in recorded.get(name, {}))
