@@ -166,6 +166,7 @@ def test_the_documented_procedure_adds_a_version_whose_rule_every_reader_enforce
     assert sorted(steps) == list(range(1, 9)), "the page's steps are numbered 1 to 8"
     assert set(EDITS) <= set(steps)
     tree = copy_tree(tmp_path / "inert")
+    _shell(tree, "python3 setup.py build_ext --inplace -q")  # where a maintainer starts: the accelerator built
     before = snapshot(tree, ("conformance/corpus/shm-descriptor/v1", "conformance/corpus/shm-descriptor/v2"))
     old_outcomes = run(tree, "python", "-c", OUTCOMES)
     assert old_outcomes.returncode == 0, old_outcomes.stderr
@@ -178,8 +179,10 @@ def test_the_documented_procedure_adds_a_version_whose_rule_every_reader_enforce
                 continue
             printed[number] = printed.get(number, "") + "".join(_shell(tree, line) for line in lines)
 
-    # Step 4 generated v3 and said it is not frozen yet; step 5's search found the channel's writers; step 8 froze v3.
+    # Step 4 generated v3, said it is not frozen yet and that the accelerator is stale; step 5's search found
+    # the channel's writers; step 8 froze v3.
     assert "not frozen yet: shm-descriptor v3" in printed[4]
+    assert "is built from another grammar" in printed[4] and "rebuild it" in printed[4]
     assert "inert/shm/_worker.py:" in printed[5] and "inert/shm/_pool.py:" in printed[5]
     for version in (1, 2, 3):  # on each of the three testees
         assert len(re.findall(rf"^shm-descriptor v{version}: \d+ passed, 0 failed", printed[7], re.M)) == 3, printed[7]

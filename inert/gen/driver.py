@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from inert._accelerator import PURE_PYTHON_ENV
+from inert._accelerator import PURE_PYTHON_ENV, REBUILD
 from inert.gen import c, c_writer, frozen, grammar_hash, python, refusals
 from inert.gen.refusals import Refusal
 from inert.spec import FORMATS
@@ -151,6 +151,19 @@ def write_all(files: dict[Path, str]) -> list[Path]:
     return stale
 
 
+def _accelerator_note() -> list[str]:
+    """What to do when the built accelerator is another grammar's (the codecs would read in pure Python)."""
+    try:
+        from inert import _accel  # type: ignore[attr-defined]
+    except ImportError:  # not built: nothing is stale
+        return []
+    built = getattr(_accel, "GRAMMAR_HASH", None)
+    if built == grammar_hash.grammar_hash():
+        return []
+    return [f"the accelerator {Path(_accel.__file__).name} is built from another grammar ({built}); rebuild it: "
+            f"`{REBUILD}`, or in a checkout used through PYTHONPATH `python3 setup.py build_ext --inplace`"]
+
+
 def _shown(path: Path) -> str:
     root = c.C_DIR.parent
     return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
@@ -174,7 +187,7 @@ def run(check: bool, freeze: bool = False) -> int:
     except OSError as exc:
         print(f"inert: gen: cannot write: {exc}; nothing written", file=sys.stderr)
         return 2
-    for note in notes:
+    for note in [*notes, *_accelerator_note()]:
         print(f"inert: gen: {note}")
     print(f"inert: gen: {len(written)} file(s) written" + (f" ({', '.join(_shown(p) for p in written)})" if written else ""))
     return 0
