@@ -70,6 +70,12 @@ def test_a_new_version_that_loses_its_predecessors_rules_is_refused(tree: Path, 
     assert "DROPS = {3: ('shm-descriptor.ids',)}" in stderr
 
 
+def test_a_new_version_reusing_an_older_records_typename_is_refused(tree: Path, spec: Path) -> None:
+    # Rules and columns are keyed by typename: a v3 "Descriptor" of other fields would take v1's rules blindly.
+    spec.write_text(_declare_v3(spec.read_text()).replace('"DescriptorV3", *_PLACE', '"Descriptor", *_PLACE'))
+    _refused(tree, f"{FILE}: v3: declares a Record Descriptor other than the one of v1: give it a typename of its own")
+
+
 def test_declared_drops_let_a_version_carry_fewer_rules(tree: Path, spec: Path) -> None:
     # What a version drops is said in the module; a name there that is no rule is refused.
     spec.write_text(_declare_v3(spec.read_text()) + f"\nDROPS = {{3: {OLD_RULES + ('shm-descriptor.typo',)!r}}}\n")

@@ -24,7 +24,7 @@ import inert.spec
 from inert.spec import FORMATS
 from inert.spec._grammar import Format, Record, Recursive, Scalar, Union
 
-__all__ = ["FROZEN_FILE", "entries", "fingerprint", "fingerprints", "load", "freeze_text", "reached"]
+__all__ = ["FROZEN_FILE", "entries", "describe", "fingerprint", "fingerprints", "load", "freeze_text", "reached", "walk"]
 
 #: Where the hashes live: beside the declarations (``spec/``), ``{format: {"v<N>" | "<part>.v<N>": hash}}``.
 FROZEN_FILE = Path(inert.spec.__file__).resolve().parent / "frozen.json"
@@ -59,9 +59,9 @@ def _describe(con: Any, seen: dict[int, str]) -> Any:
     return out
 
 
-def reached(con: Any) -> dict[str, Any]:
-    """The records and unions ``con`` reaches (itself included), by typename (the first of each name)."""
-    out: dict[str, Any] = {}
+def walk(con: Any) -> list[Any]:
+    """Every record and union ``con`` reaches (itself included), each once, in the order they are met."""
+    out: list[Any] = []
     stack, seen = [con], set()
     while stack:
         node = stack.pop()
@@ -72,14 +72,27 @@ def reached(con: Any) -> dict[str, Any]:
             stack.append(node.target())
             continue
         if isinstance(node, (Record, Union)):
-            out.setdefault(node.typename, node)
+            out.append(node)
         if isinstance(node, Record):
             stack.extend(sub for _, sub in reversed(node.fields))
         elif isinstance(node, Union):
-            stack.extend(case for case in node.cases.values() if case is not None)
+            stack.extend(case for case in reversed(list(node.cases.values())) if case is not None)
         elif getattr(node, "element", None) is not None:
             stack.append(node.element)
     return out
+
+
+def reached(con: Any) -> dict[str, Any]:
+    """The records and unions ``con`` reaches (itself included), by typename (the first of each name)."""
+    out: dict[str, Any] = {}
+    for node in walk(con):
+        out.setdefault(node.typename, node)
+    return out
+
+
+def describe(con: Any) -> Any:
+    """What :func:`fingerprint` hashes of a grammar element: its bytes' meaning, as JSON-able data."""
+    return _describe(con, {})
 
 
 def fingerprint(fmt: Format, con: Any) -> str:
@@ -90,8 +103,7 @@ def fingerprint(fmt: Format, con: Any) -> str:
         for r in fmt.declared
         if names.intersection(filter(None, r.on.split("|")))
     )
-    doc = {"magic": (fmt.magic or b"").hex(), "max_size": fmt.max_size, "params": list(fmt.params),
-           "grammar": _describe(con, {}), "rules": rules}
+    doc = {"magic": (fmt.magic or b"").hex(), "max_size": fmt.max_size, "grammar": _describe(con, {}), "rules": rules}
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32]
 
 

@@ -76,6 +76,20 @@ def _records(fmt: Format) -> dict[str, Record]:
     return out
 
 
+def _same_names(fmt: Format, file: str) -> list[Refusal]:
+    """Two different records (or unions) of one typename: rules and columns, keyed by typename, would mix them."""
+    first: dict[str, tuple[str, Any, Any]] = {}
+    out = []
+    for key, con in frozen.entries(fmt).items():
+        for node in frozen.walk(con):
+            earlier = first.setdefault(node.typename, (key, node, frozen.describe(node)))
+            if earlier[1] is not node and earlier[2] != frozen.describe(node):
+                out.append(Refusal(file, fmt.name, key, f"declares a {type(node).__name__} {node.typename} other than "
+                                   f"the one of {earlier[0]}: give it a typename of its own (and add it to the on= of the "
+                                   "rules it keeps)"))
+    return out
+
+
 def check_spec(fmt: Format) -> list[Refusal]:
     """The refusals of ``fmt``'s declarations alone: rules attached to no record, rules that do not parse,
     rules a version lost without ``DROPS`` saying so."""
@@ -94,6 +108,7 @@ def check_spec(fmt: Format) -> list[Refusal]:
                 _rule_expr.steps(rule.field, rule.check, [name for name, _ in records[typename].fields])
             except Exception as exc:  # whatever the parser raises is a fault of this rule's text
                 out.append(Refusal(file, fmt.name, rule.id, f"on {typename}: {exc}"))
+    out.extend(_same_names(fmt, file))
     drops = _drops(fmt)
     known = {r.id for r in fmt.declared}
     for version, ids in drops.items():
