@@ -124,6 +124,16 @@ def test_a_changed_frozen_version_is_refused(tree: Path, spec: Path) -> None:
     _refused(tree, f"{FILE}: v2: the frozen declaration changed", check=True)
 
 
+def test_a_declaration_that_does_not_run_is_one_line_naming_where(tree: Path, spec: Path) -> None:
+    spec.write_text(spec.read_text().replace('"worker_id" / Int32sl', '"worker_id" / Int64sl'))  # not imported
+    before = snapshot(tree)
+    result = run(tree, "python", "-m", "inert", "gen")
+    assert result.returncode == 2
+    assert re.fullmatch(rf"inert: gen: {re.escape(str(spec))}:\d+: NameError: name 'Int64sl' is not defined.*; nothing written\n",
+                        result.stderr), result.stderr
+    assert snapshot(tree) == before
+
+
 def test_freeze_records_new_versions_and_keeps_recorded_ones(tree: Path, spec: Path) -> None:
     frozen = tree / "spec" / "frozen.json"
     original, saved = frozen.read_text(), snapshot(tree)

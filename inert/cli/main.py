@@ -131,7 +131,13 @@ def _cmd_gen(args: argparse.Namespace) -> int:
         import inert.spec  # noqa: F401  (first: without the extra, its error names it)
         from inert.gen import driver
     except ImportError as exc:
-        raise _Usage(str(exc)) from None
+        raise _Usage(f"{exc}; nothing written") from None
+    except Exception as exc:  # a fault in a declaration: where it is, in one line, not a traceback
+        import traceback
+
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f"{frames[-1].filename}:{frames[-1].lineno}: " if frames else ""
+        raise _Usage(f"{where}{type(exc).__name__}: {exc}; nothing written") from None
     return driver.run(check=args.check, freeze=args.freeze)
 
 
