@@ -131,7 +131,7 @@ def _cmd_gen(args: argparse.Namespace) -> int:
         import inert.spec  # noqa: F401  (first: without the extra, its error names it)
         from inert.gen import driver
     except ImportError as exc:
-        raise _Usage(f"{exc}; nothing written") from None
+        raise _Usage(str(exc)) from None
     except Exception as exc:  # a fault in a declaration: where it is, in one line, not a traceback
         import traceback
 
