@@ -25,15 +25,16 @@ from typing import Any
 import torch
 
 from inert._codec_runtime import read_file_header
-from inert._errors import InertError, InvalidValueError, TrailingBytesError, TruncatedError
+from inert._errors import ForeignFormatError, InertError, InvalidValueError, TrailingBytesError, TruncatedError
 from inert._files import open_in
-from inert._objstore import is_url
+from inert._objstore import StorageLimits, display, filesystem, is_url, join, object_sizes, read_bounded, read_range
+from inert.codecs import dump_manifest as manifest_codec
 from inert.codecs import dump_shard as shard_codec
 from inert.torch._compat import dtype_name
 
 from ._frames import GLOBAL_INDEX_SIZE, Frame, frame_for
 from ._gc import paused_gc
-from ._manifest import FIRST_RECORD, read_manifest
+from ._manifest import FIRST_RECORD, FORMAT, MANIFEST_NAME, read_manifest
 from ._model import DENSE, NESTED, FieldSpec, Row
 from ._schema import check_record_field, record_dtype, specs_from_manifest
 
@@ -143,7 +144,7 @@ class DumpReader:
             self.close()
             raise
 
-    # Where the bytes come from: a local directory here, an fsspec filesystem in ``_remote.RemoteDumpReader``.
+    # Where the bytes come from: a local directory here, an fsspec filesystem in ``RemoteDumpReader``.
     def _read_manifest(self) -> dict[str, Any]:
         return read_manifest(self.path)
 
@@ -369,6 +370,49 @@ def _tensor(loc: _Location, pos: int, dtype: torch.dtype, shape: Sequence[int], 
     return tensor if len(shape) == 1 else tensor.reshape(shape)
 
 
+class RemoteDumpReader(DumpReader):
+    """A dump at a URL, open and validated: records come by ranged requests into private memory.
+
+    ``storage_limits``: the deadlines and listing bounds (default: ``StorageLimits.from_env()``).
+    """
+
+    def __init__(self, url: str, storage_options: dict[str, Any] | None = None,
+                 storage_limits: StorageLimits | None = None) -> None:
+        self.limits = storage_limits or StorageLimits.from_env()
+        self.fs, self.root = filesystem(url, storage_options)
+        self._sizes: dict[str, int] | None = None
+        super().__init__(url, mapped=False)
+
+    def _read_manifest(self) -> dict[str, Any]:
+        path = join(self.root, MANIFEST_NAME)
+        try:
+            data = read_bounded(self.fs, path, manifest_codec.MAX_SIZE, self.limits)
+        except FileNotFoundError:
+            reason = f"{self.path} holds no {MANIFEST_NAME}: not a dump (or an unfinished one)"
+            raise ForeignFormatError(FORMAT, 0, MANIFEST_NAME, reason) from None
+        return manifest_codec.decode(memoryview(data), max_size=manifest_codec.MAX_SIZE)
+
+    def _open_shard(self, shard: dict[str, Any]) -> None:
+        name = shard["file"]
+        if self._sizes is None:
+            self._sizes = object_sizes(self.fs, self.root, self.limits)
+        if name not in self._sizes:
+            raise TruncatedError(SHARD, 0, name, f"shard object missing from {self.path}")
+        opened = _Shard(name, -1)
+        self._shards.append(opened)
+        head = read_range(self.fs, join(self.root, name), 0, FIRST_RECORD, self.limits)
+        self._place_shard(opened, shard, head, self._sizes[name])
+
+    def _read_at(self, shard: _Shard, memory: memoryview, start: int) -> int:
+        data = read_range(self.fs, join(self.root, shard.name), start, start + len(memory), self.limits)
+        got = min(len(data), len(memory))
+        memory[:got] = data[:got]
+        return got
+
+    def __repr__(self) -> str:
+        return f"RemoteDumpReader({display(self.fs, self.root)!r})"
+
+
 def open_dump(dump_dir: str | os.PathLike[str], *, mapped: bool = False,
               storage_options: dict[str, Any] | None = None) -> DumpReader:
     """Open and validate a dump without reading any row (the manifest, the shard headers and sizes).
@@ -377,8 +421,6 @@ def open_dump(dump_dir: str | os.PathLike[str], *, mapped: bool = False,
     ranged requests into private memory (``mapped`` has no effect there).
     """
     if is_url(dump_dir):
-        from ._remote import RemoteDumpReader
-
         return RemoteDumpReader(os.fspath(dump_dir), storage_options)
     return DumpReader(dump_dir, mapped=mapped)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ import torch
 
 from inert._codec_runtime import file_header
 from inert._errors import WriteTypeError, WriteValueError
-from inert._objstore import is_url
+from inert._objstore import abandon, commit, filesystem, is_url, join, open_for_writing, remove_quietly, request
 from inert.codecs import dump_manifest as manifest_codec
 from inert.codecs import dump_shard as shard_codec
 from inert.torch._compat import dtype_name
@@ -311,7 +312,7 @@ def dump(
     The dump is staged beside ``dump_dir`` and published by one rename once
     every file and directory is synced; an existing ``dump_dir`` is refused.
     A URL (``s3://bucket/rollout``, any fsspec filesystem, ``storage_options`` for it) is
-    published without rename: the shards first, the ``MANIFEST`` last (see ``inert.dump._remote``).
+    published without rename: the shards first, the ``MANIFEST`` last (see ``dump_to_url``).
 
     >>> import torch, tempfile, os
     >>> from inert.dump import Row, dump, load
@@ -322,8 +323,6 @@ def dump(
     """
     dest = os.fspath(dump_dir)
     if is_url(dest):
-        from ._remote import dump_to_url
-
         return dump_to_url(rows, dest, partition_id=partition_id, owners=owners, owner_of=owner_of, threads=threads,
                            storage_options=storage_options)
     plan = prepare(rows, partition_id, owners, owner_of)
@@ -373,3 +372,80 @@ def report(dest: str, plan: DumpPlan, layouts: list[tuple[list[int], list[int]]]
         bytes=sum((offsets[-1] + lengths[-1]) if offsets else _HEAD_SIZE for offsets, lengths in layouts)
         + sum(map(len, manifest)),
     )
+
+
+# -- dumps at URLs: published without rename ---------------------------------------------------------------
+#
+# Dumps at fsspec URLs (S3 and other object stores, ``memory://``, ``file://``): published without rename.
+#
+# Object stores cannot rename a directory, so a dump at a URL is published by
+# the order of its writes instead of a staging directory:
+#
+# * every attempt names its shards with a fresh token
+#   (``shard-00000.<token>.bin``), so no attempt overwrites another's objects;
+# * every shard is uploaded, whole, before the ``MANIFEST``;
+# * the ``MANIFEST`` (which names the shards) is written last, in one request,
+#   and only where none exists (``If-None-Match: *`` on S3; a link on a local
+#   filesystem): an existing dump is refused, before and at the commit.
+#
+# A failed or killed dump thus leaves no ``MANIFEST``: loading says "not a
+# dump (or an unfinished one)"; shards already uploaded are removed when the
+# failure is seen.  Loading reads the ``MANIFEST`` in one bounded request and
+# each batch's records with ranged requests into private memory, with every
+# check of :class:`DumpReader`.
+
+#: Bytes an upload stream buffers before it sends them as one part.
+_UPLOAD_PART = 16 << 20
+
+
+def _upload_shard(fs: Any, path: str, plan: DumpPlan, owner: int) -> tuple[list[int], list[int]]:
+    """One owner's shard streamed to ``path``; each record's offset and length."""
+    stream = open_for_writing(fs, path, _UPLOAD_PART)
+
+    def emit(parts: list[Any], end: int) -> None:
+        for part in parts:
+            request("writing", fs, path, stream.write, part)
+
+    try:
+        layout = encode_shard(*plan.shard_rows(owner), plan.frames, emit)
+        request("completing", fs, path, stream.close)
+    except BaseException:
+        abandon(stream)
+        raise
+    return layout
+
+
+@paused_gc()
+def dump_to_url(rows: Iterable[Row], url: str, *, partition_id: str = "", owners: int = 1,
+                owner_of: Callable[[Row], int] | None = None, threads: int | None = None,
+                storage_options: dict[str, Any] | None = None) -> DumpReport:
+    """``inert.dump.dump`` at a URL: the shards under fresh names, then the ``MANIFEST`` (see the module)."""
+    plan = prepare(rows, partition_id, owners, owner_of)
+    fs, root = filesystem(url, storage_options)
+    manifest_path = join(root, MANIFEST_NAME)
+    if request("checking", fs, manifest_path, fs.exists, manifest_path):
+        raise FileExistsError(f"{url}: a dump is already there (it has a {MANIFEST_NAME}); choose a new location")
+    request("creating", fs, root, fs.makedirs, root, exist_ok=True)
+    token = uuid.uuid4().hex[:16]
+
+    def name(owner: int) -> str:
+        return f"shard-{owner:05d}.{token}.bin"
+
+    paths = [join(root, name(owner)) for owner in plan.owner_ids]
+    try:
+        workers = max(1, min(len(plan.owner_ids), threads or len(plan.owner_ids)))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            futures = [pool.submit(_upload_shard, fs, path, plan, owner)
+                       for path, owner in zip(paths, plan.owner_ids, strict=True)]
+            plan.manifest["keys"] = plan.key_entries()
+            try:
+                layouts = [future.result() for future in futures]
+            except BaseException:
+                pool.shutdown(cancel_futures=True)
+                raise
+        data = encode_manifest(plan.manifest, plan.owner_ids, plan.by_owner, layouts, name)
+        commit(fs, manifest_path, b"".join(data), exclusive=True)
+    except BaseException:
+        remove_quietly(fs, paths)
+        raise
+    return report(url, plan, layouts, data)
