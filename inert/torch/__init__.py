@@ -45,12 +45,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from inert._errors import InertError
-
 from ._compat import TORCH_VERSION, dcp_load, dcp_save, parse_version
 from ._fsspec_reader import FsspecReader
 from ._fsspec_writer import FsspecWriter
 from ._layout import CrossReleaseLoadPlanner
+from ._load_errors import cause, quiet_fallback
 from ._metadata import InertStorageInfo, dumps_metadata, loads_metadata
 from ._reader import FileSystemReader, ShapeMismatchError
 from ._switch import disable, enable, enabled, is_enabled
@@ -69,33 +68,21 @@ def load(state_dict: dict[str, Any], path: str | os.PathLike[str], *, planner: A
     :class:`CrossReleaseLoadPlanner` when no planner is given, so that checkpoints saved by 2.4+
     load there too; Stateful objects need 2.4.  ``reader_options`` go to :class:`FileSystemReader`, or for a
     URL (``s3://bucket/ckpt``) to :class:`FsspecReader`.
-    Bad bytes raise the reader's :class:`~inert.InertError` itself, with DCP's
-    ``CheckpointException`` (a ``BaseException``) as its ``__cause__``.
+    Bad bytes raise the reader's :class:`~inert.InertError` itself, and a state dict that DCP's
+    default planner refuses (a tensor of another shape, a key the checkpoint lacks) a
+    :class:`ShapeMismatchError` naming the key and both shapes, each with DCP's
+    ``CheckpointException`` (a ``BaseException``) as its ``__cause__``; DCP's fallback after a
+    failed metadata read logs nothing (the error raised says it all).
     """
     reader = reader_for(path, **reader_options)
     try:
-        dcp_load(state_dict, reader, planner=planner, process_group=process_group)
+        with quiet_fallback():
+            dcp_load(state_dict, reader, planner=planner, process_group=process_group)
     except BaseException as exc:  # DCP's CheckpointException is a BaseException that `except Exception` misses
-        inert_error = _inert_failure(exc) or reader.metadata_error
-        if inert_error is None or isinstance(exc, InertError):
+        found = cause(exc, reader, state_dict, planner)
+        if found is None or found is exc:
             raise
-        raise inert_error from exc
-
-
-def _inert_failure(exc: BaseException) -> InertError | None:
-    """The ``InertError`` a rank raised inside DCP's ``CheckpointException`` (the lowest rank's), if any.
-
-    (A failed metadata read reaches DCP's exception only as text: the reader keeps that one.)
-    """
-    failures = getattr(exc, "failures", None)
-    if not isinstance(failures, dict):
-        return None
-    for rank in sorted(failures):
-        failure = failures[rank]
-        error = failure[0] if isinstance(failure, tuple) and failure else failure
-        if isinstance(error, InertError):
-            return error
-    return None
+        raise found from exc
 
 
 def save(state_dict: dict[str, Any], path: str | os.PathLike[str], *, planner: Any = None, process_group: Any = None,

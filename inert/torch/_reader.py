@@ -368,6 +368,9 @@ class FileSystemReader(StorageReader):
             metadata = self._read_metadata(kwargs.get("rank"))
         except InertError as exc:  # DCP keeps only the text of a metadata failure: inert.torch.load raises this
             self.metadata_error = exc
+            from ._load_errors import install_log_filter
+
+            install_log_filter()  # DCP logs this failure with its traceback next, then tries again: one line instead
             raise
         self.metadata_error = None
         return metadata
