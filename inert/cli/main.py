@@ -1,8 +1,13 @@
 """The ``inert`` command line (also ``python -m inert``).
 
 Exit codes: 0 success; 1 the input is malformed; 2 a usage or I/O error,
-a missing extra included.  Every error is one line on stderr, starting
-``inert: <command>: `` (``inert: decode: shm-message: offset 41: <field>: <reason>``);
+a missing extra included; 141 standard output closed before everything was
+printed (``inert inspect ckpt | head``: the rest is dropped without a word, as
+a process that SIGPIPE ends).  Standard output carries data (listings, JSON,
+bytes, an OK verdict); every error is one line on stderr, starting
+``inert: <command>: `` (``inert: decode: shm-message: offset 41: <field>: <reason>``),
+after which ``inspect``, ``verify`` and ``migrate`` may add one line
+``inert: <command>: hint: ...`` for a common mistake (``inert.cli.hints``);
 nothing else goes to stderr but a terminal's progress bar.
 """
 
@@ -11,6 +16,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import select
 import stat
 import sys
 from collections.abc import Callable
@@ -218,7 +224,36 @@ def _error(command: str, text: object, code: int) -> int:
     return code
 
 
+#: The exit code when standard output closes early: 128 + SIGPIPE, what a shell reports for a process SIGPIPE ends.
+PIPE_CLOSED = 141
+
+
 def main(argv: list[str] | None = None) -> int:
+    try:
+        code = _run(argv)
+        sys.stdout.flush()  # here, not at exit: a reader gone by now is met below, not as "Exception ignored"
+    except BrokenPipeError:
+        if not _stdout_closed():
+            raise  # another pipe (a testee's): not the reader of our output going away
+        # Python flushes stdout again at exit: point it at /dev/null so that flush has nowhere to fail.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return PIPE_CLOSED
+    return code
+
+
+def _stdout_closed() -> bool:
+    """Whether standard output is a pipe whose reader has gone (poll says POLLERR for its write end)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll(), or no descriptor behind stdout
+        return False
+
+
+def _run(argv: list[str] | None) -> int:
     from inert._extras import missing_extra
 
     args, unknown = _parser().parse_known_args(argv)
@@ -226,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:  # argparse would name no command here
         return _error(command, f"unrecognized arguments: {' '.join(unknown)} (see `inert {command} --help`)", 2)
     try:
-        return int(args.run(args))
+        code = int(args.run(args))
     except (InertError, WriteTypeError, WriteValueError) as exc:
         return _error(command, exc, 1)
     except (_Usage, UnicodeDecodeError, ValueError) as exc:
@@ -236,3 +271,18 @@ def main(argv: list[str] | None = None) -> int:
         if line is None:
             raise
         return _error(command, line, 2)
+    if code != 0:
+        _hint(command, getattr(args, "path", None) or getattr(args, "src", None))
+    return code
+
+
+def _hint(command: str, path: object) -> None:
+    """After a failed ``inspect``, ``verify`` or ``migrate``: one hint line on stderr, if ``PATH`` suggests one."""
+    if command not in ("inspect", "verify", "migrate") or not isinstance(path, str):
+        return
+    from inert.cli.hints import hint
+
+    line = hint(command, path)
+    if line:
+        sys.stdout.flush()  # the command's own output first, where both go to one terminal
+        print(f"inert: {command}: hint: {line}", file=sys.stderr)
