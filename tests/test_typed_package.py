@@ -1,0 +1,41 @@
+"""PEP 561: what setuptools builds from pyproject.toml carries ``inert/py.typed``, so a user's ``mypy --strict``
+checks calls into ``inert.codecs`` and ``inert.torch`` instead of skipping them as untyped."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+USER_CODE = """\
+from inert.codecs import shm_message
+from inert.torch import load_tensors
+
+data: bytes = shm_message.encode({"type": "SCHEDULED_TASK"})
+value = shm_message.decode(data)
+tensors = load_tensors("ckpt")
+"""
+
+
+def test_the_built_package_is_typed_for_mypy_strict(tmp_path: Path) -> None:
+    pytest.importorskip("mypy")
+    lib = tmp_path / "lib"
+    built = subprocess.run([sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(lib)], cwd=ROOT,
+                           capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-2000:]
+    assert (lib / "inert" / "py.typed").is_file()
+    assert (lib / "inert" / "codecs" / "shm_message.py").is_file()  # the codecs below the marker
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "use.py").write_text(USER_CODE)
+    (user / "mypy.ini").write_text("[mypy]\n")  # not the project's configuration: a user's
+    env = dict(os.environ, PYTHONPATH=str(lib))
+    checked = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", "use.py"], cwd=user,
+                             env=env, capture_output=True, text=True, timeout=600)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "import-untyped" not in checked.stdout
