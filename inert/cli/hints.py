@@ -3,13 +3,11 @@
 ``inert.cli.main`` prints it after the command's own error or verdict, on stderr, as
 ``inert: <command>: hint: <text>``.  Only what ``PATH`` is decides it, read as the commands
 read it: the first bytes of a regular file the user named (a link followed), and the names in
-a directory (at most ``MAX_ENTRIES`` of them; a directory's ``.metadata``, ``MANIFEST`` by name
-only, opened as a file inside it).  Nothing is decoded, unpickled or followed further.
+a directory (at most ``MAX_ENTRIES`` of them; ``.metadata`` and ``MANIFEST`` by name
+only).  Nothing is decoded, unpickled or followed further.
 
 * a safetensors file, a ``torch.save`` zip or a pickle given to ``inspect`` or ``verify``:
   the ``inert migrate`` line that converts it (``--trust-source`` where it is pickle);
-* a legacy ``torch.distributed.checkpoint`` directory: ``inert inspect`` first, then the
-  ``inert migrate --trust-source`` line;
 * a directory that is no checkpoint or dump: the checkpoints one level down (a framework's
   ``step-100/`` folders), or what the path must be.
 
@@ -44,7 +42,7 @@ def hint(command: str, path: str) -> str | None:
     try:
         mode = os.stat(path).st_mode
         if stat.S_ISDIR(mode):
-            return _directory(command, path)
+            return _directory(path)
         if stat.S_ISREG(mode) and command in ("inspect", "verify"):
             return _file(path)
     except (OSError, ValueError):  # gone, unreadable, a link or FIFO inside: the command's own error says so
@@ -71,16 +69,9 @@ def _is_safetensors(head: bytes, size: int) -> bool:
     return 0 < length <= size - 8 and head[8:9] == b"{"
 
 
-def _directory(command: str, path: str) -> str | None:
-    quoted = shlex.quote(path)
-    metadata = os.path.join(path, ".metadata")
-    if os.path.lexists(os.path.join(path, "MANIFEST")):
-        return None
-    if os.path.lexists(metadata):
-        if command == "migrate" or not looks_like_pickle(read_head(metadata, inside=True)):
-            return None  # an Inert checkpoint: the error is about its contents
-        return (f"a legacy pickle checkpoint: `inert inspect {quoted}` lists what its .metadata would import; "
-                f"`inert migrate --trust-source {quoted} DST` converts it if you trust its source")
+def _directory(path: str) -> str | None:
+    if any(os.path.lexists(os.path.join(path, marker)) for marker in _MARKERS):
+        return None  # a checkpoint: the error is about its contents (a legacy one's already names inert migrate)
     inner = _checkpoints_below(path)
     if inner:
         more = "" if len(inner) <= MAX_LISTED else f" and {len(inner) - MAX_LISTED} more"
