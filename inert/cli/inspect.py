@@ -24,9 +24,10 @@ from inert import _foreign
 from inert._allowlist import is_allowed
 from inert._checks import checkpoint_itemsize, describe_foreign
 from inert._codec_runtime import read_file_header
-from inert._errors import InertError
+from inert._errors import InertError, StorageError
 from inert._files import is_regular_in, open_named, read_fd
 from inert._objstore import is_url
+from inert._source import DirectorySource, ObjectSource, Source
 from inert.cli.support import INVALID, OK, USAGE, CommandError, fail, file_bytes, human_bytes, read_head
 
 __all__ = ["add_parser", "run", "inspect_path", "METADATA_NAME", "MANIFEST_NAME", "directory_kind"]
@@ -100,26 +101,35 @@ def _shm_codecs() -> list[ModuleType]:
 
 def directory_kind(path: str) -> str:
     """``inert-checkpoint``, ``legacy-dcp-checkpoint``, ``dump`` or ``unknown``."""
-    # lexists: a MANIFEST that is a link or a FIFO still says "dump"; reading it refuses it by name.
-    manifest = os.path.join(path, MANIFEST_NAME)
-    if os.path.lexists(manifest):
+    with DirectorySource(path, format="file") as source:
+        return source_kind(source)
+
+
+def source_kind(source: Source) -> str:
+    """What a local directory or an object-store location holds: ``inert-checkpoint``, ``legacy-dcp-checkpoint``,
+    ``dump`` or ``unknown``."""
+    names = source.names()
+    # Listed, whatever it is: a MANIFEST that is a link or a FIFO still says "dump"; reading it refuses it by name.
+    if MANIFEST_NAME in names:
         return "dump"
-    metadata = os.path.join(path, METADATA_NAME)
-    if not os.path.lexists(metadata):
-        ranks = sorted(n for n in os.listdir(path) if _RANK_METADATA.match(n))
+    metadata = METADATA_NAME
+    if metadata not in names:
+        ranks = sorted(n for n in names if _RANK_METADATA.match(n))
         if not ranks:
             return "unknown"
-        metadata = os.path.join(path, ranks[0])
-    if _foreign.looks_like_pickle(read_head(metadata, inside=True)):
+        metadata = ranks[0]
+    if _foreign.looks_like_pickle(source.read(metadata, 0, 16)):
         return "legacy-dcp-checkpoint"
     return "inert-checkpoint"  # or a damaged one: decoding its .metadata says what is wrong
 
 
 def inspect_path(path: str) -> dict[str, Any]:
     if is_url(path):
-        from inert.cli.urls import inspect_url
-
-        return inspect_url(path)
+        try:
+            with ObjectSource(path) as source:
+                return _inspect_source(source)
+        except StorageError as exc:  # an I/O error, as an unreadable local file is
+            raise CommandError(str(exc), USAGE) from None
     if os.path.isdir(path):
         kind = directory_kind(path)
         if kind == "inert-checkpoint":
@@ -483,3 +493,28 @@ def _title(s: dict[str, Any]) -> str:
     if fmt == "unknown":
         return f"not a known format: {s['reason']}"
     return f"Inert {fmt} v{s['version']}, {human_bytes(s['bytes'])}"
+
+
+# -- object stores ----------------------------------------------------------------------------------------------
+
+def _inspect_source(source: Source) -> dict[str, Any]:
+    """What an object-store location holds: its metadata or manifest in one bounded request, sizes from the listing."""
+    from inert.codecs import checkpoint_metadata, dump_manifest
+
+    kind, url, sizes = source_kind(source), source.location, source.names()
+
+    def files(names: list[str]) -> list[dict[str, Any]]:
+        return [{"name": name, "bytes": sizes.get(name)} for name in names]
+
+    if kind == "dump":
+        meta = inert_view(source.read_whole(MANIFEST_NAME, dump_manifest.MAX_SIZE), dump_manifest,
+                          source.where(MANIFEST_NAME))
+        return dump_summary(url, meta, files([s["file"] for s in meta["shards"]]))
+    if kind == "inert-checkpoint":
+        meta = inert_view(source.read_whole(METADATA_NAME, checkpoint_metadata.MAX_SIZE), checkpoint_metadata,
+                          source.where(METADATA_NAME))
+        return checkpoint_summary(url, METADATA_NAME, meta, files(meta["files"]))
+    if kind == "legacy-dcp-checkpoint":
+        return {"format": "unknown", "path": url, "reason": "a legacy pickle checkpoint (torch.distributed.checkpoint's "
+                "own format), not Inert: copy it to a local directory and convert it with `inert migrate`"}
+    return {"format": "unknown", "path": url, "reason": "no .metadata or MANIFEST object: not a checkpoint or dump"}

@@ -15,6 +15,12 @@ Dump: the manifest is read and cross-checked by ``inert.dump``, the shards
 opened by ``DumpReader`` (headers, row counts, sizes) and every row read by
 it (each record, its CRC-32 and the padding after it); plus no stray and no
 missing files.
+
+Local directories and object stores (``s3://bucket/ckpt``, any fsspec URL) are checked by this one
+engine, through ``inert._source`` (listing, sizes, ranged reads into buffers, with the object store's
+deadlines and bounds): the same checks, the same verdicts.  The filesystem's settings come from its
+usual environment (for S3: ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_ENDPOINT_URL_S3``).
+A failed request is an I/O error (exit 2), not a problem found.
 """
 
 from __future__ import annotations
@@ -30,16 +36,15 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from inert._errors import InertError
-from inert._files import is_regular_in, open_in
-from inert._objstore import is_url
-from inert.cli.inspect import MANIFEST_NAME, METADATA_NAME, directory_kind
+from inert._errors import InertError, StorageError
+from inert._source import Source, open_source
+from inert.cli.inspect import MANIFEST_NAME, METADATA_NAME, source_kind
 from inert.cli.support import INVALID, OK, USAGE, CommandError, Progress, fail
 
 __all__ = ["add_parser", "run", "verify_path", "Report"]
 
 _RANK_METADATA = re.compile(r"__\d+\.metadata\Z")
-#: Tensor records longer than this are checked a block at a time (``FileSystemReader.check_streamed``).
+#: Tensor records longer than this are checked a block at a time (``_CheckpointCheck._streamed``).
 _STREAMED_MIN = 1 << 20
 
 HELP = """\
@@ -108,6 +113,8 @@ class _Problems:
             return call()
         except InertError as exc:
             self.add(f"{what}{exc}")
+        except StorageError as exc:  # no bytes to judge: an I/O error
+            raise CommandError(str(exc), USAGE) from None
         except (OSError, RuntimeError) as exc:  # RuntimeError: a dtype this torch lacks (inert.torch._compat)
             self.add(f"{what}{getattr(exc, 'strerror', None) or exc}")
         return None
@@ -131,28 +138,35 @@ def run(args: argparse.Namespace) -> int:
 
 
 def verify_path(path: str, *, keep_going: bool = False, threads: int = 2, show_progress: bool = True) -> Report:
-    """Verify a checkpoint or dump directory, or one Inert file; problems are collected in the report."""
-    if is_url(path):
-        from inert.cli.urls import verify_url
+    """Verify a checkpoint or dump directory (local or at a URL), or one local Inert file; problems are collected
+    in the report."""
+    with open_source(path) as source:
+        if not source.remote:
+            if not os.path.exists(path):
+                raise CommandError(f"{path}: no such file or directory", USAGE)
+            if not os.path.isdir(path):
+                if not os.path.isfile(path):  # a FIFO or a device could be endless
+                    raise CommandError(f"{path}: not a regular file or a directory", USAGE)
+                return _verify_file(path)
+        try:
+            return _verify_source(source, keep_going, threads, show_progress)
+        except StorageError as exc:  # a failed request: an I/O error, as an unreadable local directory is
+            raise CommandError(str(exc), USAGE) from None
 
-        return verify_url(path, threads=threads)
-    if not os.path.exists(path):
-        raise CommandError(f"{path}: no such file or directory", USAGE)
-    if not os.path.isdir(path):
-        if not os.path.isfile(path):  # a FIFO or a device could be endless
-            raise CommandError(f"{path}: not a regular file or a directory", USAGE)
-        return _verify_file(path)
-    kind = directory_kind(path)
+
+def _verify_source(source: Source, keep_going: bool, threads: int, show_progress: bool) -> Report:
+    kind = source_kind(source)
+    path = source.location
     report = Report(kind)
     problems = _Problems(report, keep_going)
     try:
         if kind == "inert-checkpoint":
-            _CheckpointCheck(path, problems, threads, show_progress).run()
+            _CheckpointCheck(source, problems, threads, show_progress).run()
         elif kind == "dump":
-            _check_dump(path, problems, show_progress)
+            _check_dump(source, problems, show_progress)
         elif kind == "legacy-dcp-checkpoint":
             problems.add(f"{path} is a legacy pickle checkpoint (torch.distributed.checkpoint's own format), "
-                         "not Inert: `inert migrate` converts it")
+                         "not Inert: `inert migrate` converts it" + (" (from a local copy)" if source.remote else ""))
         else:
             problems.add(f"{path} is not a checkpoint or dump directory (no .metadata, no MANIFEST)")
     except _Stop:
@@ -186,36 +200,41 @@ def _verify_file(path: str) -> Report:
     return report
 
 
-def _stray(path: str, expected: set[str], problems: _Problems) -> None:
-    for name in sorted(set(os.listdir(path)) - expected):
-        problems.add(f"{os.path.join(path, name)}: stray file: the metadata names no such file")
+def _stray(source: Source, expected: set[str], problems: _Problems) -> None:
+    for name in sorted(set(source.names()) - expected):
+        problems.add(f"{source.where(name)}: stray file: the metadata names no such file")
+
+
+def _present_bytes(source: Source, names: set[str]) -> int:
+    """The bytes of those of ``names`` that are regular files (a link's target is not counted)."""
+    sizes = source.names()
+    return sum(sizes.get(name) or 0 for name in names)
 
 
 # -- checkpoints ----------------------------------------------------------------------------------------------
 
 class _CheckpointCheck:
-    def __init__(self, path: str, problems: _Problems, threads: int, show_progress: bool) -> None:
-        self.path = path
+    def __init__(self, source: Source, problems: _Problems, threads: int, show_progress: bool) -> None:
+        self.source = source
         self.problems = problems
         self.report = problems.report
         self.threads = threads
         self.show_progress = show_progress
 
     def run(self) -> None:
-        names = os.listdir(self.path)
+        names = self.source.names()
         metadata_names = [METADATA_NAME] if METADATA_NAME in names else sorted(n for n in names if _RANK_METADATA.match(n))
         expected = set(metadata_names)
         plans = []
         for name in metadata_names:
-            planned = self.problems.guard(f"{os.path.join(self.path, name)}: ", partial(self._plan, name))
+            planned = self.problems.guard(f"{self.source.where(name)}: ", partial(self._plan, name))
             if planned is not None:
                 plans.append(planned)
                 expected.update(planned[1])
         if len(plans) == len(metadata_names):  # without the metadata, which files belong is unknown
-            _stray(self.path, expected, self.problems)
+            _stray(self.source, expected, self.problems)
         self.report.files = len(expected)
-        self.report.bytes = sum(os.lstat(os.path.join(self.path, n)).st_size for n in expected
-                                if is_regular_in(self.path, n))
+        self.report.bytes = _present_bytes(self.source, expected)
         for reader, per_file in plans:
             self._check_files(reader, per_file)
 
@@ -223,9 +242,7 @@ class _CheckpointCheck:
         """The metadata, decoded by inert.torch's reader, and one read item per record, by file."""
         from torch.distributed.checkpoint.metadata import BytesStorageMetadata, MetadataIndex
 
-        from inert.torch import FileSystemReader
-
-        reader = FileSystemReader(self.path, thread_count=1)
+        reader = self.source.checkpoint_reader(thread_count=1)
         rank = None if name == METADATA_NAME else int(name[2:].split(".")[0])
         metadata = reader.read_metadata() if rank is None else reader.read_metadata(rank=rank)
         reader.set_up_storage_reader(metadata, True)
@@ -259,14 +276,13 @@ class _CheckpointCheck:
 
         work: list[tuple[str, Any, Any]] = []
         for name, pairs in per_file.items():
-            full = os.path.join(self.path, name)
-            if not os.path.lexists(full):
-                self.problems.add(f"{full}: missing: the metadata has {len(pairs)} records in it")
+            if name not in self.source.names():
+                self.problems.add(f"{self.source.where(name)}: missing: the metadata has {len(pairs)} records in it")
                 continue
             before = len(self.report.problems)
             infos = [info for _, info in pairs]
             self.problems.guard("", partial(reader._check_placement, {name: infos}))
-            self.problems.guard("", partial(_check_shard_layout, self.path, name, infos))
+            self.problems.guard("", partial(_check_shard_layout, self.source, name, infos))
             if len(self.report.problems) > before:
                 continue  # a file laid out wrong: its records are not read at the offsets named
             work.extend((name, item, info) for item, info in sorted(pairs, key=lambda p: p[1].offset))
@@ -274,27 +290,23 @@ class _CheckpointCheck:
         total = sum(info.length for _, _, info in work)
         progress = Progress("verify", total) if self.show_progress else None
         buffers = _Buffers(keep=self.threads + 1)  # one per record in flight: memory is a few records
-        fds: dict[str, int] = {}
-        for name in {w[0] for w in work}:  # each was opened (and refused if it is no regular file) above
-            fds[name] = open_in(self.path, name, "checkpoint-shard")
-        records = self._records(reader, fds, work, buffers)
+        records = self._records(reader, work, buffers)
         try:
             for done, info in records:
                 if progress is not None:
                     progress.advance(info.length)
+                if isinstance(done, StorageError):
+                    raise CommandError(str(done), USAGE)
                 if isinstance(done, InertError):
                     self.problems.add(f"{done}")
                 elif isinstance(done, BaseException):
                     self.problems.add(f"{info.relative_path}: record at {info.offset}: {done}")
         finally:
-            records.close()  # its threads finish before the descriptors they read are closed
+            records.close()  # its threads finish before the source's descriptors are closed
             if progress is not None:
                 progress.close()
-            for fd in fds.values():
-                os.close(fd)
 
-    def _records(self, reader: Any, fds: dict[str, int], work: list[Any], buffers: Any
-                 ) -> Generator[tuple[Any, Any], None, None]:
+    def _records(self, reader: Any, work: list[Any], buffers: Any) -> Generator[tuple[Any, Any], None, None]:
         from torch.distributed.checkpoint.planner import LoadItemType
 
         def one(name: str, item: Any, info: Any) -> Any:
@@ -303,9 +315,9 @@ class _CheckpointCheck:
                 # A compressed record is short for the bytes it inflates to: the chunk's size decides too.
                 if item.type == LoadItemType.TENSOR and max(info.length, reader.chunk_bytes(item, info)) > _STREAMED_MIN:
                     reader._check_length(item, info)
-                    if reader.check_streamed(fds[name], name, item, info):  # memory: a block, not the record
+                    if self._streamed(reader, name, item, info):  # memory: a block, not the record
                         return None
-                [(_item, _loaded, buffer)] = reader._load(fds[name], name, info, [item], buffers, None)
+                buffer = self._whole(reader, name, item, info, buffers)
             except (InertError, RuntimeError, OSError) as exc:  # RuntimeError: a dtype this torch lacks
                 return exc
             if buffer is not None:
@@ -327,6 +339,115 @@ class _CheckpointCheck:
                 for future, _ in pending:
                     future.cancel()
 
+    # What a record costs to check is the reader's bound, wherever its bytes come from: its length checked
+    # against what its kind can hold before a buffer is taken, a tensor's header before its payload, and a
+    # compressed record inflated a block at a time against the length its chunk allows.
+    def _whole(self, reader: Any, name: str, item: Any, info: Any, buffers: Any) -> Any:
+        """The record read whole into a buffer and checked by the reader's own record path; the buffer."""
+        from torch.distributed.checkpoint.planner import LoadItemType
+
+        from inert.torch._reader import _LENGTH_CHECKED
+
+        reader._check_length(item, info)
+        if item.type == LoadItemType.TENSOR and info.length > _LENGTH_CHECKED:
+            self._check_head(reader, name, item, info)  # before a buffer of the declared length is taken
+        buffer = buffers.take(info.length)
+        view = memoryview(buffer.numpy())[: info.length]
+        self.source.read_into(name, info.offset, view)
+        [(_item, _loaded, kept)] = reader._checked_whole(view, buffer, name, info, [item], buffers, None)
+        return kept
+
+    def _check_head(self, reader: Any, name: str, item: Any, info: Any) -> None:
+        def read_head(head: memoryview) -> None:
+            self.source.read_into(name, info.offset, head)
+
+        reader._check_head(name, item, info, read_head, partial(self._record_crcs, name, info))
+
+    def _record_crcs(self, name: str, info: Any) -> tuple[int, int]:
+        """The CRC-32 of a record's bytes before its stored one (read a block at a time), and the stored one."""
+        return self._crc(name, info.offset, info.length - 4), self._stored_crc(name, info)
+
+    def _crc(self, name: str, offset: int, length: int, crc: int = 0) -> int:
+        from inert.torch._reader import _block
+
+        block = _block()
+        for at in range(0, length, len(block)):
+            crc = self.source.read_into(name, offset + at, block[: min(len(block), length - at)], crc) or 0
+        return crc
+
+    def _stored_crc(self, name: str, info: Any) -> int:
+        tail = memoryview(bytearray(4))
+        self.source.read_into(name, info.offset + info.length - 4, tail)
+        return int.from_bytes(tail, "little")
+
+    def _streamed(self, reader: Any, name: str, item: Any, info: Any) -> bool:
+        """A whole tensor record checked without holding it: its header first (decoded from a mapping of the
+        record's length holding only its first bytes), then its payload a block at a time into one reused
+        buffer, checksummed.  A compressed record is inflated a block at a time (``_inflated``).  False: the
+        record takes the whole path (a bool record, whose bytes the codec checks one by one)."""
+        import torch
+
+        from inert.codecs import checkpoint_shard as shard
+        from inert.torch._reader import _HEAD_MAX, _SCRATCH, _check_crc
+
+        expected = reader._expected(item, info)
+        scratch = None if expected[0] == torch.bool else _SCRATCH.view(info.length)
+        if scratch is None:
+            return False
+        self.source.read_into(name, info.offset, scratch[: min(info.length, _HEAD_MAX)])
+        if scratch[0] == shard.RecordKindV2.ZSTD and reader.file_version(name) >= 2:
+            return self._inflated(reader, name, item, info, expected)
+        if scratch[0] != shard.RecordKind.TENSOR:
+            return False
+        stored = self._stored_crc(name, info)
+        placed = reader._checked_head(scratch, stored, name, item, info, expected, None,
+                                      lambda: self._crc(name, info.offset, info.length - 4))
+        if placed is None:
+            return False
+        start, nbytes, crc = placed
+        if crc is None:  # unverified: the header was all there was to check
+            return True
+        _check_crc(self._crc(name, info.offset + start, nbytes, crc), stored, name, item, info)
+        return True
+
+    def _inflated(self, reader: Any, name: str, item: Any, info: Any, expected: Any) -> bool:
+        """A compressed tensor record checked without holding what it inflates to: the stored record read (its
+        length bounded by ``_check_length``) and checksummed, then its frame inflated a block at a time into one
+        reused buffer, within the inflated length the chunk allows (``FileSystemReader._inflation``), once the
+        inflated header is the very bytes a writer makes for the metadata's dtype and shape (else the header
+        alone says what is wrong; False: the whole path does)."""
+        import math
+
+        from inert._errors import ChecksumError
+        from inert.torch._compat import dtype_name
+        from inert.torch._reader import _SCRATCH, _block
+        from inert.torch._writer import tensor_header
+
+        dtype, shape = expected
+        if tuple(item.lengths) != shape:
+            return False
+        view = memoryview(bytearray(info.length))
+        self.source.read_into(name, info.offset, view)
+        record = reader._decode(view, name, item, info, reader.verify_checksums)
+        if record["crc32"] != info.crc32:
+            raise ChecksumError("checkpoint-shard", info.offset + info.length - 4, item.storage_index.fqn,
+                                f"record CRC-32 {record['crc32']:#010x}, the metadata expects {info.crc32:#010x}")
+        inflation = reader._inflation(record["body"], name, item, info)
+        header = tensor_header(dtype_name(dtype, item.storage_index.fqn), list(shape), math.prod(shape) * dtype.itemsize)
+        head = bytearray(len(header))
+        inflation.into(memoryview(head))
+        if head != header:  # named from the inflated header alone, in a mapping of the inflated length
+            scratch = _SCRATCH.view(inflation.length)
+            if scratch is not None:
+                scratch[: len(head)] = head
+                reader._check_tensor(reader._decode_inflated(scratch, name, item, info), item, info)
+            return False
+        block = _block()
+        for at in range(len(header), inflation.length, len(block)):
+            inflation.into(block[: min(len(block), inflation.length - at)])
+        inflation.end()
+        return True
+
 
 def _read_item(key: Any, sizes: Any) -> Any:
     from torch.distributed.checkpoint.planner import LoadItemType, ReadItem
@@ -345,7 +466,7 @@ def _size(values: list[int]) -> Any:
     return torch.Size(values)
 
 
-def _check_shard_layout(directory: str, name: str, infos: list[Any]) -> None:
+def _check_shard_layout(source: Source, name: str, infos: list[Any]) -> None:
     """The file is its header, a count equal to the records the metadata names, and those records in order,
     each at the next multiple of 64, with zero padding between them and nothing after the last."""
     from inert._codec_runtime import read_file_header
@@ -354,51 +475,53 @@ def _check_shard_layout(directory: str, name: str, infos: list[Any]) -> None:
     from inert.torch._writer import ALIGN
 
     fmt = shard.FORMAT
-    with os.fdopen(open_in(directory, name, fmt), "rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        head = handle.read(shard.HEADER_SIZE + 4)
-        try:
-            read_file_header(fmt, head, shard.MAGIC, shard.VERSIONS)
-        except InertError as exc:
-            raise exc.within(name) from None
-        count = int.from_bytes(head[shard.HEADER_SIZE :], "little") if len(head) == shard.HEADER_SIZE + 4 else -1
-        if count != len(infos):
-            raise InvalidValueError(fmt, shard.HEADER_SIZE, f"{name}:records",
-                                    f"the file holds {count} records, the metadata names {len(infos)}")
-        end = shard.HEADER_SIZE + 4
-        for info in sorted(infos, key=lambda i: i.offset):
-            start = end + (-end % ALIGN)
-            if info.offset != start:
-                raise InvalidValueError(fmt, info.offset, name, f"record at {info.offset}, the previous one ends at {end}")
-            handle.seek(end)
-            if any(handle.read(start - end)):
-                raise InvalidValueError(fmt, end, f"{name}:pad", "padding bytes between records are not zero")
-            end = info.offset + info.length
-        if size > end:
-            raise TrailingBytesError(fmt, end, name, f"{size - end} bytes after the last record")
+    size = source.size(name)
+    head = source.read(name, 0, shard.HEADER_SIZE + 4)
+    try:
+        read_file_header(fmt, head, shard.MAGIC, shard.VERSIONS)
+    except InertError as exc:
+        raise exc.within(name) from None
+    count = int.from_bytes(head[shard.HEADER_SIZE :], "little") if len(head) == shard.HEADER_SIZE + 4 else -1
+    if count != len(infos):
+        raise InvalidValueError(fmt, shard.HEADER_SIZE, f"{name}:records",
+                                f"the file holds {count} records, the metadata names {len(infos)}")
+    end = shard.HEADER_SIZE + 4
+    for info in sorted(infos, key=lambda i: i.offset):
+        start = end + (-end % ALIGN)
+        if info.offset != start:
+            raise InvalidValueError(fmt, info.offset, name, f"record at {info.offset}, the previous one ends at {end}")
+        if start > end and any(source.read(name, end, start)):
+            raise InvalidValueError(fmt, end, f"{name}:pad", "padding bytes between records are not zero")
+        end = info.offset + info.length
+    if size > end:
+        raise TrailingBytesError(fmt, end, name, f"{size - end} bytes after the last record")
 
 
 # -- dumps ----------------------------------------------------------------------------------------------------
 
-def _check_dump(path: str, problems: _Problems, show_progress: bool) -> None:
-    from inert.dump import DumpReader, read_manifest
+def _read_manifest(source: Source) -> Any:
+    """The decoded, cross-checked manifest (the codec checks how its fields refer to each other)."""
+    from inert.codecs import dump_manifest as codec
 
+    return codec.decode(source.read_whole(MANIFEST_NAME, codec.MAX_SIZE), max_size=codec.MAX_SIZE)
+
+
+def _check_dump(source: Source, problems: _Problems, show_progress: bool) -> None:
     report = problems.report
-    manifest = problems.guard(f"{os.path.join(path, MANIFEST_NAME)}: ", lambda: read_manifest(path))
+    manifest = problems.guard(f"{source.where(MANIFEST_NAME)}: ", partial(_read_manifest, source))
     if manifest is None:  # without the manifest, which files belong is unknown
         return
     files = [s["file"] for s in manifest["shards"]]
     expected = {MANIFEST_NAME, *files}
-    missing = [f for f in files if not os.path.lexists(os.path.join(path, f))]
+    missing = [f for f in files if f not in source.names()]
     for name in missing:
-        problems.add(f"{os.path.join(path, name)}: missing: the manifest places rows in it")
-    _stray(path, expected, problems)
+        problems.add(f"{source.where(name)}: missing: the manifest places rows in it")
+    _stray(source, expected, problems)
     report.files = len(expected) - len(missing)
-    report.bytes = sum(os.lstat(os.path.join(path, f)).st_size for f in expected
-                       if f not in missing and is_regular_in(path, f))
+    report.bytes = _present_bytes(source, expected)
     if missing:
         return
-    opened = problems.guard("", lambda: DumpReader(path))
+    opened = problems.guard("", source.dump_reader)
     if opened is None:
         return
     rows = len(opened.keys)
