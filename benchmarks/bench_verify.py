@@ -30,7 +30,7 @@ def write(root: str, mib: int) -> list[str]:
 
     warnings.filterwarnings("ignore")
     per = mib * (1 << 20) // 64 // 4
-    state = {f"p{i}": torch.randn(per) for i in range(64)}
+    state: dict[str, object] = {f"p{i}": torch.randn(per) for i in range(64)}
     state.update({f"s{i}": torch.arange(16, dtype=torch.float32) + i for i in range(2000)})
     state["v"] = {"step": 7, "lr": [0.1] * 100}
     plain = os.path.join(root, "plain")
