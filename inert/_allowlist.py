@@ -33,7 +33,7 @@ import pickle
 import types
 from typing import Any
 
-__all__ = ["ALLOWED", "RefusedGlobal", "is_allowed", "load_legacy_metadata"]
+__all__ = ["ALLOWED", "RefusedGlobal", "MalformedPickle", "is_allowed", "load_legacy_metadata"]
 
 _DCP = "torch.distributed.checkpoint.metadata"
 _DCP_CLASSES = ("Metadata", "TensorStorageMetadata", "ChunkStorageMetadata", "BytesStorageMetadata",
@@ -60,7 +60,25 @@ ALLOWED: frozenset[str] = frozenset(
 
 
 class RefusedGlobal(pickle.UnpicklingError):
-    """The pickle names something outside the allowlist; nothing it names was imported or called."""
+    """The pickle names something outside the allowlist; nothing it names was imported or called.
+
+    ``offset``: how far the unpickler had read when it refused (set by :func:`load_legacy_metadata`).
+    """
+
+    offset = -1
+
+
+class MalformedPickle(pickle.UnpicklingError):
+    """The bytes are not a well-formed pickle (truncated, an opcode on a stack too short, a key that does not hash).
+
+    ``offset``: how far the unpickler had read; ``truncated``: the bytes ended before the pickle did.
+    """
+
+    def __init__(self, offset: int, reason: str, truncated: bool = False) -> None:
+        super().__init__(reason)
+        self.offset = offset
+        self.reason = reason
+        self.truncated = truncated
 
 
 def is_allowed(name: str) -> bool:
@@ -126,6 +144,33 @@ def _what(value: Any) -> str:
     return f"a {type(value).__module__}.{type(value).__qualname__}"
 
 
+#: Deepest dict key or set member (a tuple in a tuple ...): DCP's keys are MetadataIndex(fqn, torch.Size, int), depth 2.
+MAX_KEY_DEPTH = 16
+
+
+def key_depth(value: Any, limit: int) -> int:
+    """How deep tuples, frozensets and objects' attributes nest in ``value``, counted up to ``limit + 1``.
+
+    A loop over an explicit stack (never a recursion); shared parts are walked once per depth reached.
+    """
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    seen: dict[int, int] = {}
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if deepest > limit:
+            return deepest
+        if seen.get(id(item), -1) >= depth:
+            continue
+        seen[id(item)] = depth
+        if type(item) in (tuple, frozenset) or isinstance(item, tuple):
+            stack.extend((inner, depth + 1) for inner in item)
+        elif hasattr(item, "__dict__") and not isinstance(item, type):
+            stack.extend((inner, depth + 1) for inner in vars(item).values())
+    return deepest
+
+
 #: The pure-Python unpickler: its opcodes are a table, each of which can be replaced (the C one's cannot).
 _PurePythonUnpickler: Any = pickle._Unpickler
 
@@ -141,8 +186,8 @@ class _AllowlistUnpickler(_PurePythonUnpickler):
 
     dispatch = dict(_PurePythonUnpickler.dispatch)
 
-    def __init__(self, data: bytes, table: dict[tuple[str, str], Any]) -> None:
-        super().__init__(io.BytesIO(data))
+    def __init__(self, stream: io.BytesIO, table: dict[tuple[str, str], Any]) -> None:
+        super().__init__(stream)
         self._table = table
         self._instances = _instance_types(table)
 
@@ -164,16 +209,25 @@ class _AllowlistUnpickler(_PurePythonUnpickler):
                 raise RefusedGlobal(f"gives {_what(target)} a state that is not a dict of attribute names")
         _PurePythonUnpickler.load_build(self)
 
+    def _check_keys(self, keys: list[Any]) -> None:
+        """A dict key nested deeper than ``MAX_KEY_DEPTH`` is refused before it is hashed: hashing a tuple
+        recurses in C without a depth check, and a million nested tuples overflow the C stack."""
+        for key in keys:
+            if key_depth(key, MAX_KEY_DEPTH) > MAX_KEY_DEPTH:
+                raise MalformedPickle(-1, f"a dict key nested more than {MAX_KEY_DEPTH} deep")
+
     def _items_target(self, target: Any, kinds: tuple[type, ...], opcode: str) -> None:
         if type(target) not in kinds:
             raise RefusedGlobal(f"{opcode} on {_what(target)}: only {' and '.join(k.__name__ for k in kinds)} take it")
 
     def _load_setitem(self) -> None:
         self._items_target(self.stack[-3], (dict, collections.OrderedDict), "SETITEM")
+        self._check_keys([self.stack[-2]])
         _PurePythonUnpickler.load_setitem(self)
 
     def _load_setitems(self) -> None:
         self._items_target(self.metastack[-1][-1], (dict, collections.OrderedDict), "SETITEMS")
+        self._check_keys(self.stack[0::2])
         _PurePythonUnpickler.load_setitems(self)
 
     def _load_append(self) -> None:
@@ -184,7 +238,17 @@ class _AllowlistUnpickler(_PurePythonUnpickler):
         self._items_target(self.metastack[-1][-1], (list,), "APPENDS")
         _PurePythonUnpickler.load_appends(self)
 
+    def _load_frozenset(self) -> None:
+        self._check_keys(self.stack)
+        _PurePythonUnpickler.load_frozenset(self)
+
+    def _load_additems(self) -> None:
+        self._check_keys(self.stack)
+        _PurePythonUnpickler.load_additems(self)
+
     dispatch[pickle.BUILD[0]] = _load_build
+    dispatch[pickle.FROZENSET[0]] = _load_frozenset
+    dispatch[pickle.ADDITEMS[0]] = _load_additems
     dispatch[pickle.SETITEM[0]] = _load_setitem
     dispatch[pickle.SETITEMS[0]] = _load_setitems
     dispatch[pickle.APPEND[0]] = _load_append
@@ -194,11 +258,23 @@ class _AllowlistUnpickler(_PurePythonUnpickler):
 def load_legacy_metadata(data: bytes) -> Any:
     """DCP's ``Metadata`` from the bytes of a legacy ``.metadata``; ``RefusedGlobal`` for anything else named.
 
-    Also refuses a pickle that is not a ``Metadata`` at the top.
+    Also refuses a pickle that is not a ``Metadata`` at the top; any fault of the pickle itself is a
+    :class:`MalformedPickle` at the offset reached (the unpickler is a loop, never a recursion: depth
+    costs nothing here; the objects built are checked by the caller).
     """
     from torch.distributed.checkpoint.metadata import Metadata
 
-    value = _AllowlistUnpickler(data, _table()).load()
+    stream = io.BytesIO(data)
+    try:
+        value = _AllowlistUnpickler(stream, _table()).load()
+    except (RefusedGlobal, MalformedPickle) as exc:
+        exc.offset = stream.tell()
+        raise
+    except EOFError:
+        raise MalformedPickle(stream.tell(), "ends before the pickle does", truncated=True) from None
+    except (pickle.UnpicklingError, ValueError, TypeError, AttributeError, KeyError, IndexError, RecursionError,
+            MemoryError, OverflowError, RuntimeError) as exc:  # RuntimeError: TensorProperties' own checks
+        raise MalformedPickle(stream.tell(), f"{type(exc).__name__}: {exc}"[:300]) from None
     if not isinstance(value, Metadata):
         raise RefusedGlobal(f"holds a {type(value).__name__}, not a DCP Metadata")
     return value

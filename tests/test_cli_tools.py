@@ -649,7 +649,8 @@ def test_migrate_refuses_a_value_weights_only_refuses(tmp_path: Path, capsys: An
         dcp_save({"w": torch.ones(2), "odd": Custom()}, dcp.FileSystemWriter(source))
     code, _, err = run_cli("migrate", "--trust-source", str(source), str(tmp_path / "out"), capsys=capsys)
     assert code == 1 and len(err.splitlines()) == 1
-    assert err.startswith("inert: migrate: odd: torch.load(weights_only=True) refused the value: it names ")
+    assert err.startswith(f"inert: migrate: {source}: legacy-dcp-checkpoint: ")
+    assert "odd: torch.load(weights_only=True) refused the value: it names " in err
     assert not (tmp_path / "out").exists()
 
 

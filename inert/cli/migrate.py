@@ -22,7 +22,9 @@ it declares must fit in the bytes present.
 
 The whole state dict is loaded into memory (each tensor whole, whatever its
 sharding) and saved with ``inert.torch.FileSystemWriter``, then DST is
-checked with the code of ``inert verify``.  Nested state dicts keep their
+checked with the code of ``inert verify`` and loaded back and compared with
+the source.  Every fault of SRC is an ``InertError`` of format
+``legacy-dcp-checkpoint`` whose field starts with the file's name in SRC.  Nested state dicts keep their
 fqns and planner data: the flat keys are nested again with the source's own
 mapping before saving.
 """
@@ -31,8 +33,8 @@ from __future__ import annotations
 
 import argparse
 import io
+import math
 import os
-import pickle
 import re
 import shutil
 import sys
@@ -40,15 +42,26 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from inert._errors import FileKindError
+from inert._errors import FileKindError, InertError, InvalidValueError, LimitError, TruncatedError
 from inert._files import open_in
 from inert.cli.inspect import METADATA_NAME, directory_kind
 from inert.cli.support import INVALID, OK, USAGE, CommandError, Progress, fail, human_bytes
 
-__all__ = ["add_parser", "run", "migrate", "Migration", "MAX_METADATA"]
+__all__ = ["add_parser", "run", "identify", "migrate", "Migration", "MAX_METADATA", "MAX_NDIM", "MAX_CHUNKS", "MAX_DEPTH",
+           "LEGACY_FORMAT"]
 
 #: Largest legacy ``.metadata`` read (about 512-way sharding of a 70B model with Adam is 150 MiB).
 MAX_METADATA = 1 << 30
+#: Most dims of a tensor (as in an Inert checkpoint).
+MAX_NDIM = 64
+#: Most chunks of all tensors together (as many as an Inert checkpoint has entries).
+MAX_CHUNKS = 1 << 22
+#: Deepest nesting of the metadata's planner data and of each non-tensor value (containers in containers).
+MAX_DEPTH = 64
+#: The format a refusal of the legacy checkpoint names (``InertError.format``).
+LEGACY_FORMAT = "legacy-dcp-checkpoint"
+_MAX_DIM = (1 << 63) - 1
+_TORCH_SIZE: Any = None  # torch.Size, once torch is imported (the module imports without it)
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}\Z")
 
 HELP = """\
@@ -76,9 +89,15 @@ the command runs only with --trust-source, by which you state that the
 checkpoint comes from a source you trust. Run `inert inspect SRC` first: it
 lists the globals .metadata names without unpickling anything.
 
+SRC is identified first: an Inert checkpoint, a dump, or anything else
+migrate does not convert is said so in one line, before any trust is asked.
+
 The state dict is loaded whole into memory (RAM of about the checkpoint's
 size), saved with inert.torch.FileSystemWriter (each tensor as one chunk;
-DCP reshards on load), and DST is verified as `inert verify` does.
+DCP reshards on load), DST is verified as `inert verify` does, then loaded
+back and compared with the source, tensor for tensor and value for value.
+Bounds on a legacy .metadata (see docs/cli.md): 64 dims, 2**22 chunks,
+containers nested 64 deep.
 
 exit codes: 0 converted and verified; 1 SRC is refused or invalid (the
 allowlist, a value weights_only refuses, a damaged file) or DST fails
@@ -110,10 +129,41 @@ class Migration:
     verdict: str
 
 
-def run(args: argparse.Namespace) -> int:
-    from inert.cli.convert import SAFETENSORS, TORCH_SAVE, convert, source_kind
+def identify(src: str) -> str:
+    """What ``src`` is, before anything is unpickled: ``legacy-dcp-checkpoint``, ``torch-save`` or
+    ``safetensors`` (what migrate converts), ``inert-checkpoint``, ``dump``, ``missing`` or ``unknown``."""
+    from inert.cli.convert import source_kind
 
-    kind = source_kind(args.src)
+    if not os.path.lexists(src):
+        return "missing"
+    kind = source_kind(src)
+    if kind is not None:
+        return kind
+    if os.path.isdir(src):
+        try:
+            return directory_kind(src)
+        except InertError:  # a .metadata that is a link or a FIFO: the legacy reader refuses it by name
+            return "legacy-dcp-checkpoint"
+    return "unknown"
+
+
+#: Why SRC cannot be converted, by what it is.
+_NOT_CONVERTED = {
+    "missing": "no such file or directory",
+    "inert-checkpoint": "already an Inert checkpoint: nothing to migrate (`inert verify` checks it)",
+    "dump": "an Inert dump: nothing to migrate (`inert verify` checks it)",
+    "unknown": "neither a legacy DCP checkpoint, a torch.save file nor safetensors (a file or a directory of "
+               "*.safetensors): nothing migrate converts (`inert inspect` says what it is)",
+}
+
+
+def run(args: argparse.Namespace) -> int:
+    from inert.cli.convert import SAFETENSORS, TORCH_SAVE, convert
+
+    kind = identify(args.src)
+    if kind in _NOT_CONVERTED:
+        return fail("migrate", CommandError(f"{args.src}: {_NOT_CONVERTED[kind]}",
+                                            USAGE if kind == "missing" else INVALID))
     if kind != SAFETENSORS and not args.trust_source:  # safetensors executes nothing: no trust needed
         what = ("a torch.save file is pickle; this command reads it with torch.load(weights_only=True)" if kind == TORCH_SAVE
                 else "a legacy checkpoint is pickle; this command reads it through an allowlisted unpickler and "
@@ -122,13 +172,20 @@ def run(args: argparse.Namespace) -> int:
             f"refusing to read {args.src} without --trust-source: {what}, which is narrower than pickle but "
             "not safe against a hostile file (see `inert migrate --help`; `inert inspect` reads it without unpickling)"))
     try:
-        done = migrate(args.src, args.dst) if kind is None else convert(args.src, args.dst, kind)
+        done = migrate(args.src, args.dst) if kind == "legacy-dcp-checkpoint" else convert(args.src, args.dst, kind)
     except CommandError as exc:
         return fail("migrate", exc)
+    except InertError as exc:  # a fault of SRC: the line names SRC, the error the file in it and the field
+        return fail("migrate", CommandError(f"{args.src}: {exc}", INVALID))
     print(f"inert: migrate: converted {done.tensors} tensors ({human_bytes(done.tensor_bytes)} in {done.chunks} "
           f"chunks) and {done.values} non-tensor values from {args.src} into {args.dst}")
     print(f"inert: migrate: verify: {done.verdict}")
     return OK
+
+
+def _refusal(field: str, reason: str, kind: type[InertError] = InvalidValueError, offset: int = -1) -> InertError:
+    """A fault of the legacy checkpoint: ``field`` starts with the name of the file in SRC it is in."""
+    return kind(LEGACY_FORMAT, offset, field, reason)
 
 
 def _check_dirs(src: str, dst: str) -> None:
@@ -136,8 +193,7 @@ def _check_dirs(src: str, dst: str) -> None:
         raise CommandError(f"{src}: no such directory")
     kind = directory_kind(src)
     if kind != "legacy-dcp-checkpoint":
-        what = {"inert-checkpoint": "already an Inert checkpoint", "dump": "an Inert dump"}.get(kind, "not a checkpoint")
-        raise CommandError(f"{src} is {what}: migrate converts legacy pickle DCP checkpoints", INVALID)
+        raise CommandError(f"{src} is {_what_kind(kind)}: migrate converts legacy pickle DCP checkpoints", INVALID)
     if not os.path.lexists(os.path.join(src, METADATA_NAME)):
         raise CommandError(f"{src} has only rank-local metadata (__N.metadata): not supported; "
                            "load it with each rank and save it again", INVALID)
@@ -145,81 +201,186 @@ def _check_dirs(src: str, dst: str) -> None:
         raise CommandError(f"{dst} exists and is not an empty directory")
 
 
+def _what_kind(kind: str) -> str:
+    return {"inert-checkpoint": "already an Inert checkpoint", "dump": "an Inert dump"}.get(kind, "not a checkpoint")
+
+
 def _read_metadata(src: str) -> Any:
-    from inert._allowlist import RefusedGlobal, load_legacy_metadata
+    from inert._allowlist import MalformedPickle, RefusedGlobal, load_legacy_metadata
 
     path = os.path.join(src, METADATA_NAME)
     try:
-        with os.fdopen(open_in(src, METADATA_NAME, "legacy-dcp-metadata"), "rb") as handle:
+        with os.fdopen(open_in(src, METADATA_NAME, LEGACY_FORMAT), "rb") as handle:
             data = handle.read(MAX_METADATA + 1)
-    except FileKindError as exc:
-        raise CommandError(f"{path}: {exc.reason}", INVALID) from None
+    except FileKindError:
+        raise
     except OSError as exc:
         raise CommandError(f"{path}: {exc.strerror}") from None
     if len(data) > MAX_METADATA:
-        raise CommandError(f"{path}: larger than {MAX_METADATA} bytes", INVALID)
+        raise _refusal(METADATA_NAME, f"larger than {MAX_METADATA} bytes", LimitError, MAX_METADATA)
     try:
         return load_legacy_metadata(data)
     except RefusedGlobal as exc:
-        raise CommandError(f"{path}: refused by the allowlist: {exc}; nothing it names was run", INVALID) from None
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, KeyError, IndexError,
-            RecursionError, MemoryError, RuntimeError) as exc:  # RuntimeError: TensorProperties' own checks
-        raise CommandError(f"{path}: not a DCP Metadata pickle: {type(exc).__name__}: {exc}", INVALID) from None
+        raise _refusal(METADATA_NAME, f"refused by the allowlist: {exc}; nothing it names was run",
+                       offset=exc.offset) from None
+    except MalformedPickle as exc:
+        raise _refusal(METADATA_NAME, f"not a DCP Metadata pickle: {exc.reason}",
+                       TruncatedError if exc.truncated else InvalidValueError, exc.offset) from None
+
+
+def _dims(field: str, dims: Any, ndim: int | None = None) -> tuple[int, ...]:
+    """``dims`` as a tuple of ints 0..2**63-1 (``ndim`` of them when given), else a refusal naming ``field``."""
+    if not isinstance(dims, (tuple, list)) or len(dims) > MAX_NDIM:
+        raise _refusal(field, f"is not a list of at most {MAX_NDIM} dims")
+    if ndim is not None and len(dims) != ndim:
+        raise _refusal(field, f"has {len(dims)} dims, the tensor has {ndim}")
+    if _TORCH_SIZE is not None and type(dims) is _TORCH_SIZE and (not dims or 0 <= min(dims) <= max(dims) <= _MAX_DIM):
+        return tuple(dims)  # the common case, in C: a torch.Size holds only ints
+    for index, dim in enumerate(dims):
+        if type(dim) is not int or not 0 <= dim <= _MAX_DIM:
+            shown = dim if type(dim) is int else type(dim).__name__
+            raise _refusal(f"{field}[{index}]", f"{shown} is not an int from 0 to 2**63-1")
+    return tuple(dims)
+
+
+def _depth(field: str, value: Any, limit: int = MAX_DEPTH) -> None:
+    """Containers nest at most ``limit`` deep in ``value`` and none holds itself: a loop, never a recursion,
+    so that what follows (DCP's flattening, the writer, comparisons) never meets a RecursionError or a cycle."""
+    import torch
+
+    stack: list[tuple[Any, int, bool]] = [(value, 1, False)]
+    open_ids: set[int] = set()
+    done: set[int] = set()
+    while stack:
+        item, depth, leaving = stack.pop()
+        if leaving:
+            open_ids.discard(id(item))
+            done.add(id(item))
+            continue
+        if isinstance(item, dict):
+            inner: list[Any] = [*item.keys(), *item.values()]
+        elif isinstance(item, (list, tuple, set, frozenset)) and not isinstance(item, torch.Size):
+            inner = list(item)
+        else:
+            continue
+        if id(item) in open_ids:
+            raise _refusal(field, "holds itself (a cycle)")
+        if id(item) in done:
+            continue
+        if depth > limit:
+            raise _refusal(field, f"nests containers more than {limit} deep", LimitError)
+        open_ids.add(id(item))
+        stack.append((item, depth, True))
+        stack.extend((child, depth + 1, False) for child in inner)
 
 
 def _check_metadata(src: str, metadata: Any) -> tuple[int, int, int]:
-    """Every record lies in a plain file of ``src``; the declared tensors fit in the bytes present.
+    """The metadata's shape and every number in it, before anything trusts them: each tensor's size and
+    chunks (ints 0..2**63-1, at most ``MAX_NDIM`` dims, chunks inside the tensor tiling it exactly, at most
+    ``MAX_CHUNKS`` in all), each record in a plain file of ``src``, the declared tensors fitting in the
+    bytes present, the planner data nested at most ``MAX_DEPTH`` deep.
 
     Returns (tensor bytes, value bytes, chunks): what the load will read.
     """
     import torch
     from torch.distributed.checkpoint.filesystem import _StorageInfo
-    from torch.distributed.checkpoint.metadata import BytesStorageMetadata, TensorStorageMetadata
+    from torch.distributed.checkpoint.metadata import (
+        BytesStorageMetadata,
+        ChunkStorageMetadata,
+        MetadataIndex,
+        TensorProperties,
+        TensorStorageMetadata,
+    )
 
+    from inert.torch._tensors import check_tiling
+
+    global _TORCH_SIZE
+    _TORCH_SIZE = torch.Size
+    where = METADATA_NAME
+    entries = getattr(metadata, "state_dict_metadata", None)
+    storage = getattr(metadata, "storage_data", None)
+    if not isinstance(entries, dict) or not all(type(k) is str for k in entries):
+        raise _refusal(f"{where}.state_dict_metadata", "is not a dict of fqns")
+    if storage is None:
+        storage = {}
+    if not isinstance(storage, dict):
+        raise _refusal(f"{where}.storage_data", "is not a dict")
+    _depth(f"{where}.planner_data", getattr(metadata, "planner_data", None))
     sizes: dict[str, int] = {}
     value_bytes = 0
-    for key, info in (metadata.storage_data or {}).items():
-        if not isinstance(info, _StorageInfo) or not isinstance(info.relative_path, str):
-            raise CommandError(f"{key.fqn}: storage location {info!r} is not DCP's file-system location", INVALID)
+    for key, info in storage.items():
+        if not isinstance(key, MetadataIndex) or type(key.fqn) is not str:
+            raise _refusal(f"{where}.storage_data", f"a key of type {type(key).__name__} is not DCP's MetadataIndex")
+        field = f"{where}.storage_data[{key.fqn!r}]"
+        if not isinstance(info, _StorageInfo) or type(info.relative_path) is not str:
+            raise _refusal(field, "is not DCP's file-system location")
         name = info.relative_path
         if not _PLAIN_NAME.match(name):
-            raise CommandError(f"{key.fqn}: data file {name!r} is not a plain file name inside {src}", INVALID)
+            raise _refusal(f"{field}.relative_path", f"{name!r} is not a plain file name inside SRC")
         if getattr(info, "transform_descriptors", None):
-            raise CommandError(f"{key.fqn}: stream transforms {info.transform_descriptors} are not supported", INVALID)
+            raise _refusal(field, "stream transforms are not supported")
         if name not in sizes:
-            full = os.path.join(src, name)
             try:  # a regular file inside src: no link followed, no FIFO that would block the load
-                fd = open_in(src, name, "legacy-dcp-checkpoint")
+                fd = open_in(src, name, LEGACY_FORMAT)
             except FileNotFoundError:
-                raise CommandError(f"{full}: missing: the metadata has records in it", INVALID) from None
-            except FileKindError as exc:
-                raise CommandError(f"{full}: {exc.reason}", INVALID) from None
+                raise _refusal(name, "missing: the metadata has records in it") from None
             try:
                 sizes[name] = os.fstat(fd).st_size
             finally:
                 os.close(fd)
-        if not (isinstance(info.offset, int) and isinstance(info.length, int)
+        if not (type(info.offset) is int and type(info.length) is int
                 and 0 <= info.offset and 0 <= info.length and info.offset + info.length <= sizes[name]):
-            raise CommandError(f"{key.fqn}: record at {info.offset} of {info.length} bytes lies outside {name}", INVALID)
+            shown = (info.offset, info.length) if all(type(v) is int for v in (info.offset, info.length)) else "?"
+            raise _refusal(field, f"record at (offset, length) {shown} lies outside {name} ({sizes[name]} bytes)")
     tensor_bytes = chunks = 0
-    for fqn, md in metadata.state_dict_metadata.items():
+    for fqn, md in entries.items():
+        field = f"{where}.{fqn}"
         if isinstance(md, BytesStorageMetadata):
+            if MetadataIndex(fqn) not in storage:
+                raise _refusal(field, "a value with no storage record")
             continue
-        if not isinstance(md, TensorStorageMetadata) or md.properties.layout != torch.strided:
-            raise CommandError(f"{fqn}: only dense tensors and values can be migrated", INVALID)
-        numel = 1
-        for dim in md.size:
-            if type(dim) is not int or dim < 0:
-                raise CommandError(f"{fqn}: size {tuple(md.size)} is not a list of non-negative ints", INVALID)
-            numel *= dim
-        tensor_bytes += numel * md.properties.dtype.itemsize
+        if not isinstance(md, TensorStorageMetadata) or not isinstance(md.properties, TensorProperties):
+            raise _refusal(field, f"a {type(md).__name__}: only dense tensors and values can be migrated")
+        if not isinstance(md.properties.dtype, torch.dtype) or md.properties.layout != torch.strided:
+            raise _refusal(f"{field}.properties", "only dense tensors of a torch dtype can be migrated")
+        if type(md.properties.requires_grad) is not bool:
+            raise _refusal(f"{field}.properties.requires_grad", "is not a bool")
+        size = _dims(f"{field}.size", md.size)
+        nbytes = math.prod(size) * md.properties.dtype.itemsize
+        if nbytes > _MAX_DIM:
+            raise _refusal(f"{field}.size", f"{size} of {md.properties.dtype} is {nbytes} bytes, above 2**63-1")
+        if not isinstance(md.chunks, list):
+            raise _refusal(f"{field}.chunks", "is not a list")
         chunks += len(md.chunks)
-    for key, info in (metadata.storage_data or {}).items():
-        if isinstance(metadata.state_dict_metadata.get(key.fqn), BytesStorageMetadata):
+        if chunks > MAX_CHUNKS:
+            raise _refusal(f"{field}.chunks", f"more than max_chunks({MAX_CHUNKS}) chunks in all", LimitError)
+        boxes = []
+        first: dict[int, int] = {}
+        for index, chunk in enumerate(md.chunks):
+            at = f"{field}.chunks[{index}]"
+            if type(chunk) is not ChunkStorageMetadata:
+                raise _refusal(at, f"a {type(chunk).__name__}, not DCP's ChunkStorageMetadata")
+            if first.setdefault(id(chunk), index) != index:  # DCP pickles each chunk once; a memo reference repeats it
+                raise _refusal(at, f"the same chunk object as chunks[{first[id(chunk)]}]")
+            offsets = _dims(f"{at}.offsets", chunk.offsets, len(size))
+            lengths = _dims(f"{at}.sizes", chunk.sizes, len(size))
+            if any(o + n > d for o, n, d in zip(offsets, lengths, size, strict=True)):
+                raise _refusal(at, f"offsets {offsets} and sizes {lengths} reach outside the tensor's size {size}")
+            boxes.append(ChunkStorageMetadata(torch.Size(offsets), torch.Size(lengths)))
+        try:
+            check_tiling(fqn, torch.Size(size), boxes)
+        except InertError as exc:
+            raise _refusal(f"{where}.{exc.field}", exc.reason, type(exc)) from None
+        for index, box in enumerate(boxes):
+            if MetadataIndex(fqn, box.offsets) not in storage:
+                raise _refusal(f"{field}.chunks[{index}]", f"the chunk at {tuple(box.offsets)} has no storage record")
+        tensor_bytes += nbytes
+    for key, info in storage.items():
+        if isinstance(entries.get(key.fqn), BytesStorageMetadata):
             value_bytes += info.length
     if tensor_bytes > sum(sizes.values()):  # torch.save stores raw bytes: a tensor never takes less room
-        raise CommandError(f"the metadata declares {tensor_bytes} bytes of tensors, the data files hold "
-                           f"{sum(sizes.values())}", INVALID)
+        raise _refusal(where, f"the metadata declares {tensor_bytes} bytes of tensors, the data files hold "
+                       f"{sum(sizes.values())}")
     return tensor_bytes, value_bytes, chunks
 
 
@@ -243,8 +404,13 @@ def _load(src: str, metadata: Any, progress: Progress) -> dict[str, Any]:
             try:
                 loaded = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
             except Exception as exc:  # noqa: BLE001 - torch.load raises many kinds for a refused pickle
-                refusals.append(CommandError(f"{fqn}: torch.load(weights_only=True) refused the value: {_why(exc)}",
-                                             INVALID))
+                refusals.append(_refusal(_file_of(read_item), f"{fqn}: torch.load(weights_only=True) refused the "
+                                         f"value: {_why(exc)}"))
+                raise
+            try:
+                _depth(f"{_file_of(read_item)}: {fqn}", loaded)
+            except InertError as exc:
+                refusals.append(exc)
                 raise
             self.state_dict[fqn] = loaded
             progress.advance(len(data))
@@ -252,14 +418,22 @@ def _load(src: str, metadata: Any, progress: Progress) -> dict[str, Any]:
         def commit_tensor(self, read_item: Any, tensor: Any) -> None:
             progress.advance(tensor.numel() * tensor.element_size())
 
+    def _file_of(read_item: Any) -> str:
+        info = metadata.storage_data.get(read_item.storage_index)
+        return info.relative_path if info is not None else METADATA_NAME
+
     state: dict[str, Any] = {}
     for fqn, md in metadata.state_dict_metadata.items():
         if isinstance(md, BytesStorageMetadata):
             state[fqn] = None
-        else:
+            continue
+        try:  # the sizes are checked ints and the bytes fit in the files: only memory can fail here
             state[fqn] = torch.empty(tuple(md.size), dtype=md.properties.dtype)
+        except (RuntimeError, MemoryError) as exc:
+            raise _refusal(f"{METADATA_NAME}.{fqn}", f"a tensor of size {tuple(md.size)} cannot be allocated: "
+                           f"{_why(exc)}", LimitError) from None
     options: dict[str, Any] = {} if TORCH_VERSION < (2, 5) else {"no_dist": True}
-    refusals: list[CommandError] = []
+    refusals: list[InertError] = []
     try:
         with warnings.catch_warnings():  # DCP warns that it runs in one process: that is the intent
             warnings.filterwarnings("ignore", "torch.distributed is disabled")
@@ -270,7 +444,7 @@ def _load(src: str, metadata: Any, progress: Progress) -> dict[str, Any]:
             raise refusals[0] from None
         if not isinstance(exc, Exception) and not hasattr(exc, "failures"):
             raise  # KeyboardInterrupt, SystemExit
-        raise CommandError(f"{src}: reading failed: {_why(_inner(exc))}", INVALID) from None
+        raise _refusal("", f"reading failed: {_why(_inner(exc))}") from None
     for fqn, md in metadata.state_dict_metadata.items():
         if not isinstance(md, BytesStorageMetadata) and md.properties.requires_grad and state[fqn].is_floating_point():
             state[fqn].requires_grad_(True)
@@ -289,7 +463,7 @@ def _inner(exc: BaseException) -> BaseException:
 
 def _why(exc: BaseException) -> str:
     """The useful part of a loader's message: torch's weights_only refusal names the global it refused."""
-    text = " ".join(str(exc).split())
+    text = " ".join(str(exc).split("Exception raised from")[0].split())  # torch's C++ frames follow
     found = re.search(r"[Uu]nsupported (?:global: )?GLOBAL (\S+)", text)  # 2.13: "...load unsupported GLOBAL x.y whose"
     if found:
         return f"it names {found[1]}, which is not an allowed global"
@@ -352,8 +526,10 @@ def migrate(src: str, dst: str, *, show_progress: bool = True) -> Migration:
         raise CommandError(f"migrate needs PyTorch 2.4 or later (found {torch.__version__})")
     try:
         tensor_bytes, value_bytes, chunks = _check_metadata(src, metadata)
-    except (AttributeError, TypeError, ValueError, KeyError) as exc:  # allowed classes holding the wrong things
-        raise CommandError(f"{src}: malformed DCP metadata: {type(exc).__name__}: {exc}", INVALID) from None
+    except InertError:
+        raise
+    except (AttributeError, TypeError, ValueError, KeyError) as exc:  # allowed classes missing their attributes
+        raise _refusal(METADATA_NAME, f"malformed DCP metadata: {type(exc).__name__}: {_why(exc)}") from None
     stream = sys.stderr if show_progress else io.StringIO()
     progress = Progress("migrate: reading", tensor_bytes + value_bytes, stream=stream)
     try:
@@ -379,9 +555,65 @@ def migrate(src: str, dst: str, *, show_progress: bool = True) -> Migration:
     report = verify_path(dst, show_progress=show_progress)
     if not report.ok:
         raise CommandError(f"{dst}: the converted checkpoint fails verification: {report.verdict()}", INVALID)
+    _check_readback(dst, state)
     values = sum(isinstance(md, BytesStorageMetadata) for md in metadata.state_dict_metadata.values())
-    return Migration(tensors=len(metadata.state_dict_metadata) - values, tensor_bytes=tensor_bytes, values=values,
-                     chunks=chunks, files=report.files, verdict=report.verdict())
+    tensors = len(metadata.state_dict_metadata) - values
+    return Migration(tensors=tensors, tensor_bytes=tensor_bytes, values=values, chunks=chunks, files=report.files,
+                     verdict=report.verdict() + f"; {tensors} tensors and {values} values read back equal to the source")
+
+
+def _same(got: Any, want: Any) -> bool:
+    """Equal types and values; tensors bit for bit, floats by their bits (a NaN equals itself); depth is
+    bounded by ``MAX_DEPTH`` (checked on load)."""
+    import struct
+
+    import torch
+
+    if type(got) is not type(want):
+        return False
+    if isinstance(want, torch.Tensor):
+        if got.dtype != want.dtype or got.shape != want.shape:
+            return False
+        if not want.numel():
+            return True
+        raw = want.detach().contiguous().reshape(-1).view(torch.uint8)
+        return torch.equal(raw, got.detach().contiguous().reshape(-1).view(torch.uint8))
+    if isinstance(want, float):
+        return struct.pack("<d", got) == struct.pack("<d", want)
+    if isinstance(want, dict):
+        return got.keys() == want.keys() and all(_same(got[k], v) for k, v in want.items())
+    if isinstance(want, (list, tuple)):
+        return len(got) == len(want) and all(_same(g, w) for g, w in zip(got, want, strict=True))
+    try:
+        return bool(got == want)
+    except Exception:  # noqa: BLE001 - a value type whose == does not answer a bool (a numpy array)
+        return repr(got) == repr(want)
+
+
+def _check_readback(dst: str, state: dict[str, Any]) -> None:
+    """``dst`` loaded back through Inert's reader equals ``state`` (the source's flat state dict: its keys
+    are the fqns of the checkpoint, tensors and values its leaves), value for value."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
+
+    from inert.torch import FileSystemReader
+    from inert.torch._compat import no_dist_options
+
+    loaded = {k: torch.empty_like(v) if isinstance(v, torch.Tensor) else None for k, v in state.items()}
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "torch.distributed is disabled")
+            planner = DefaultLoadPlanner(flatten_state_dict=False, flatten_sharded_tensors=False)  # loads into `loaded`
+            dcp.load(loaded, storage_reader=FileSystemReader(dst), planner=planner,
+                     **no_dist_options(dcp.load))
+    except BaseException as exc:
+        if not isinstance(exc, Exception) and not hasattr(exc, "failures"):
+            raise
+        raise CommandError(f"{dst}: the converted checkpoint does not load back: {_why(_inner(exc))}", INVALID) from None
+    for key, want in state.items():
+        if key not in loaded or not _same(loaded[key], want):
+            raise CommandError(f"{dst}: read back, {key!r} differs from the source's", INVALID)
 
 
 _ = USAGE  # exit code 2 (usage, I/O, no --trust-source) is CommandError's default
