@@ -314,16 +314,23 @@ def test_array_of_a_shape_numpy_cannot_make_is_an_inert_error(shape: tuple[int, 
     assert caught.value.field == "arr"
 
 
-def test_class_whose_annotations_name_a_local_type_is_checked_as_written() -> None:
-    # get_type_hints cannot resolve a name local to a function; the plain spellings are still checked.
+def test_class_whose_annotations_name_a_local_type_resolves_registered_ones_and_refuses_others() -> None:
+    # get_type_hints cannot resolve a name local to a function: the registered classes and builtins resolve it.
+    @dataclasses.dataclass
     class Local:
-        pass
+        n: int
 
     @dataclasses.dataclass
     class Holder:
         step: int
-        other: Local
+        other: Local | None
 
-    with pytest.raises(InertError, match="field 'step' is annotated int"):
-        _rebuilt(Holder, {"step": "x", "other": None})
-    assert _rebuilt(Holder, {"step": 2, "other": None}) == Holder(2, None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="Holder.other: annotation 'Local | None' cannot be resolved"):
+        inert.torch.register_type(Holder)
+    inert.torch.register_type(Local)
+    try:
+        with pytest.raises(InertError, match="field 'step' is annotated int"):
+            _rebuilt(Holder, {"step": "x", "other": None})
+        assert _rebuilt(Holder, {"step": 2, "other": None}) == Holder(2, None)
+    finally:
+        inert.torch.unregister_type(Local)

@@ -18,7 +18,6 @@ import dataclasses
 import enum
 import io
 import threading
-import typing
 from typing import Any
 
 import numpy as np
@@ -27,6 +26,7 @@ import torch
 from inert._errors import InvalidValueError, WriteTypeError
 from inert._value_types import ARRAY_DTYPES, ArrayValue, DeviceValue, DTypeValue, ObjectValue, SizeValue
 
+from ._annotations import Check, check_value, compile_fields
 from ._compat import dtype_name
 
 __all__ = ["register_type", "unregister_type", "to_document", "from_document", "SUPPORTED"]
@@ -45,9 +45,9 @@ _MAX_DEVICE_INDEX = 127
 _lock = threading.Lock()
 _by_name: dict[str, type] = {}
 _by_class: dict[type, str] = {}
-#: Per registered class, the fields whose annotation is checked on load (resolved at register_type time: a
+#: Per registered class, the check of each field's annotation run on load (compiled at register_type time: a
 #: string annotation is evaluated then, by the registering program, never while a checkpoint is read).
-_checked_fields: dict[type, dict[str, tuple[type, ...]]] = {}
+_checked_fields: dict[type, dict[str, Check]] = {}
 
 
 def register_type(cls: type, name: str | None = None) -> type:
@@ -55,7 +55,12 @@ def register_type(cls: type, name: str | None = None) -> type:
 
     The saving and the loading program both register it; ``name`` (default
     ``module.QualName``) is what the checkpoint records, so a class that moves
-    keeps loading when registered under its old name.  Returns ``cls``, so it
+    keeps loading when registered under its old name.  Every field's annotation
+    must be one a checkpoint's value can be checked against on load
+    (``inert.torch._annotations``: int, float, str, bool, bytes, containers and
+    Optional of them, other registered classes, ...); any other (``object``,
+    ``Any``, a ``Callable``, an unknown class) is a ``TypeError`` naming the
+    class and the field, here rather than at load.  Returns ``cls``, so it
     also serves as a decorator::
 
         @inert.torch.register_type
@@ -69,7 +74,9 @@ def register_type(cls: type, name: str | None = None) -> type:
     name = name or f"{cls.__module__}.{cls.__qualname__}"
     if not 0 < len(name.encode()) <= 256:
         raise ValueError(f"register_type: name {name!r} must have 1 to 256 bytes")
-    fields = _fields_to_check(cls)
+    with _lock:
+        registered = dict(_by_name)
+    fields = compile_fields(cls, registered)
     with _lock:
         if _by_name.get(name, cls) is not cls:
             raise ValueError(f"register_type: {name!r} is already registered for {_by_name[name]!r}")
@@ -225,17 +232,21 @@ def _rebuild(value: ObjectValue, path: str) -> Any:
             return cls(state)
         if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
             raise TypeError("its state is not a map of field names")
-        _check_field_types(cls, state)
+        check_value(_checked_fields.get(cls, {}), state)
         return cls(**state)
-    except Exception as exc:  # noqa: BLE001 - the class's own code (__init__, __post_init__) runs here: any fault
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - the class's own code (__init__, __post_init__) runs here: any fault
         raise InvalidValueError(_FORMAT, -1, path, f"the saved {value.name!r} does not fit the registered "
-                                f"{cls.__qualname__}: {type(exc).__name__}: {exc}") from None
+                                f"{cls.__qualname__}: {type(exc).__name__}: {_text(exc)}") from None
 
 
-#: Field annotations whose values are checked before the class is built (bool is not taken for int or float).
-_CHECKED_TYPES: dict[Any, tuple[type, ...]] = {int: (int,), float: (float, int), str: (str,), bool: (bool,),
-                                               bytes: (bytes,)}
-_BY_SPELLING = {kind.__name__: kind for kind in _CHECKED_TYPES}
+def _text(exc: BaseException) -> str:
+    """``str(exc)``, at most 300 characters; the class's own exception may not even print."""
+    try:
+        return str(exc)[:300]
+    except Exception:  # noqa: BLE001
+        return "(its message cannot be printed)"
 
 
 def _check_flag_bits(cls: Any, state: Any) -> None:
@@ -246,29 +257,3 @@ def _check_flag_bits(cls: Any, state: Any) -> None:
             defined |= member.value
         if state & ~defined:
             raise ValueError(f"{state} holds bits {cls.__qualname__} does not define")
-
-
-def _fields_to_check(cls: Any) -> dict[str, tuple[type, ...]]:
-    """The fields of ``cls`` annotated int, float, str, bool or bytes, with the types each takes."""
-    if isinstance(cls, type) and issubclass(cls, enum.Enum):
-        return {}
-    try:
-        hints = typing.get_type_hints(cls)
-    except Exception:  # noqa: BLE001 - a name local to where the class was made: take the annotations as written
-        hints = {}
-        for base in reversed(getattr(cls, "__mro__", ())):
-            hints.update(getattr(base, "__annotations__", {}))
-        hints = {name: _BY_SPELLING.get(hint, hint) if isinstance(hint, str) else hint for name, hint in hints.items()}
-    return {name: _CHECKED_TYPES[hint] for name, hint in hints.items() if hint in _CHECKED_TYPES}
-
-
-def _check_field_types(cls: Any, state: dict[str, Any]) -> None:
-    """Each field annotated int, float, str, bool or bytes holds a value of that type (a bool is not taken
-    for an int; other annotations are not checked here: the class's own code sees them)."""
-    for name, allowed in _checked_fields.get(cls, {}).items():
-        if name not in state:
-            continue
-        field_value = state[name]
-        if type(field_value) is bool and bool not in allowed or not isinstance(field_value, allowed):
-            raise TypeError(f"field {name!r} is annotated {allowed[0].__name__}, the checkpoint holds a "
-                            f"{type(field_value).__qualname__}")
