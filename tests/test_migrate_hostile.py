@@ -269,3 +269,41 @@ def test_legacy_migration_is_read_back_and_compared(legacy: Path, tmp_path: Path
         with pytest.raises(CommandError, match=f"read back, '{key}' differs from the source's"):
             _check_readback(str(out_dir), {**same, key: other})
     assert os.path.isdir(out_dir)
+
+
+# -- torch.save sources (--trust-source) --------------------------------------------------------------------------
+
+def test_torch_save_value_nested_3000_deep_is_an_inert_error(tmp_path: Path, capsys: Any) -> None:
+    # Before: a RecursionError traceback from DCP's flattening.
+    deep: list[Any] = []
+    for _ in range(3000):
+        deep = [deep]
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(20_000)
+    try:
+        torch.save({"w": torch.ones(2), "v": deep}, tmp_path / "deep.pt")
+    finally:
+        sys.setrecursionlimit(old)
+    code = main(["migrate", "--trust-source", str(tmp_path / "deep.pt"), str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 1 and len(err.splitlines()) == 1, err
+    assert f"torch-save: offset -1: {tmp_path / 'deep.pt'}: nests containers more than {MAX_DEPTH} deep" in err
+
+
+@pytest.mark.parametrize("zipped", [False, True])
+def test_torch_save_dict_key_of_nested_tuples_is_refused_before_torch_hashes_it(tmp_path: Path, zipped: bool) -> None:
+    # torch.load(weights_only=True) hashes the key: a million nested tuples overflow the C stack (a segfault).
+    pickled = b"\x80\x02}" + b")" + b"\x85" * 1_000_000 + b"Ns."
+    path = tmp_path / "key.pt"
+    if zipped:
+        import zipfile
+
+        with zipfile.ZipFile(path, "w") as archive:
+            archive.writestr("key/data.pkl", pickled)
+            archive.writestr("key/version", "3\n")
+    else:
+        path.write_bytes(pickled)
+    result = subprocess.run([sys.executable, "-m", "inert", "migrate", "--trust-source", str(path), str(tmp_path / "o")],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1, (result.returncode, result.stderr[-2000:])
+    assert f"torch-save: offset -1: {path}: nests objects more than {MAX_DEPTH} deep" in result.stderr

@@ -22,7 +22,7 @@ import os
 import sys
 from typing import Any
 
-from inert._errors import InertError
+from inert._errors import InertError, LimitError
 from inert._files import open_in
 from inert._foreign import inspect_safetensors, looks_like_pickle
 from inert.cli.support import INVALID, CommandError, Progress
@@ -58,6 +58,11 @@ def _load_torch_save(path: str) -> dict[str, Any]:
 
     import torch
 
+    from inert.cli._pickle_depth import torch_save_depth
+    from inert.cli.migrate import MAX_DEPTH, _depth
+
+    if torch_save_depth(path, MAX_DEPTH) > MAX_DEPTH:  # before torch's unpickler hashes what it builds (C recursion)
+        raise LimitError(TORCH_SAVE, -1, path, f"nests objects more than {MAX_DEPTH} deep")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, TypeError, AttributeError, KeyError,
@@ -65,6 +70,7 @@ def _load_torch_save(path: str) -> dict[str, Any]:
         from inert.cli.migrate import _why
 
         raise CommandError(f"{path}: torch.load(weights_only=True) refuses it: {_why(exc)}", INVALID) from None
+    _depth(path, state, format=TORCH_SAVE)
     if not isinstance(state, dict):
         raise CommandError(f"{path} holds a {type(state).__module__}.{type(state).__qualname__}, not a dict: "
                            "migrate converts state dicts (save model.state_dict(), not the model)", INVALID)

@@ -243,7 +243,7 @@ def _dims(field: str, dims: Any, ndim: int | None = None) -> tuple[int, ...]:
     return tuple(dims)
 
 
-def _depth(field: str, value: Any, limit: int = MAX_DEPTH) -> None:
+def _depth(field: str, value: Any, limit: int = MAX_DEPTH, format: str = LEGACY_FORMAT) -> None:
     """Containers nest at most ``limit`` deep in ``value`` and none holds itself: a loop, never a recursion,
     so that what follows (DCP's flattening, the writer, comparisons) never meets a RecursionError or a cycle."""
     import torch
@@ -264,11 +264,11 @@ def _depth(field: str, value: Any, limit: int = MAX_DEPTH) -> None:
         else:
             continue
         if id(item) in open_ids:
-            raise _refusal(field, "holds itself (a cycle)")
+            raise InvalidValueError(format, -1, field, "holds itself (a cycle)")
         if id(item) in done:
             continue
         if depth > limit:
-            raise _refusal(field, f"nests containers more than {limit} deep", LimitError)
+            raise LimitError(format, -1, field, f"nests containers more than {limit} deep")
         open_ids.add(id(item))
         stack.append((item, depth, True))
         stack.extend((child, depth + 1, False) for child in inner)
@@ -391,6 +391,7 @@ def _load(src: str, metadata: Any, progress: Progress) -> dict[str, Any]:
     from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
     from torch.distributed.checkpoint.metadata import BytesStorageMetadata
 
+    from inert.cli._pickle_depth import torch_save_depth
     from inert.torch import TORCH_VERSION
 
     class Reader(dcp.FileSystemReader):
@@ -401,6 +402,10 @@ def _load(src: str, metadata: Any, progress: Progress) -> dict[str, Any]:
         def load_bytes(self, read_item: Any, value: io.BytesIO) -> None:
             fqn = read_item.dest_index.fqn
             data = value.getvalue()
+            if torch_save_depth(data, MAX_DEPTH) > MAX_DEPTH:  # before torch's unpickler hashes what it builds
+                refusals.append(_refusal(_file_of(read_item), f"{fqn}: nests objects more than {MAX_DEPTH} deep",
+                                         LimitError))
+                raise refusals[-1]
             try:
                 loaded = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
             except Exception as exc:  # noqa: BLE001 - torch.load raises many kinds for a refused pickle
