@@ -5,6 +5,6 @@
 #ifndef INERT_GRAMMAR_HASH_H
 #define INERT_GRAMMAR_HASH_H
 
-#define INERT_GRAMMAR_HASH "689c378fa3fb2349"
+#define INERT_GRAMMAR_HASH "a4647e2fe0a38b6b"
 
 #endif

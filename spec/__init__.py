@@ -17,6 +17,7 @@ except ImportError as exc:  # pragma: no cover - exercised by the missing-extra 
 
 from . import checkpoint_metadata, checkpoint_shard, dump_manifest, dump_shard, shm_descriptor, shm_message, shm_samples_meta
 from ._grammar import Format
+from ._rule_expr import attach
 
 _MODULES = (checkpoint_metadata, checkpoint_shard, dump_manifest, dump_shard, shm_message, shm_samples_meta, shm_descriptor)
 for _module in _MODULES:
@@ -25,6 +26,8 @@ for _module in _MODULES:
     _module.FORMAT.constants = {
         name: value for name, value in vars(_module).items() if name.isupper() and type(value) is int
     }
+for _module in _MODULES:  # after every format's rules: dump-shard's records are checkpoint-shard's
+    attach(_module.FORMAT)
 
 #: Every format, by name, in the order the documentation lists them.
 FORMATS: dict[str, Format] = {module.FORMAT.name: module.FORMAT for module in _MODULES}

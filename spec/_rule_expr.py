@@ -19,7 +19,8 @@ as C) and :func:`first_fault` evaluates in Python.  The language, parsed with :m
   failing ``C`` is skipped); ``zip(A, B)`` of arrays, columns, ranges or generators (``x for x in A
   if C``), taken pairwise up to the shorter (``for a, b in zip(A, B)``); an index beyond its array
   breaks the rule;
-* named checks written once per target (:data:`NAMED`), each saying what an expression cannot.
+* named checks written once per target (:data:`NAMED`), each saying what an expression cannot;
+* in a rule's ``message`` only (Python, never compiled to C): ``A if C else B`` and ``str(x)``.
 
 Columns: ``ARRAY.field`` is the field of every record of an array of records (``tensors.fqn``);
 ``ARRAY.union.field`` is, for every record, the tag (``fields.layout.kind``) or a case's field of its
@@ -39,53 +40,34 @@ from __future__ import annotations
 
 import ast
 import enum
+import functools
 import itertools
 import math
-import re
+import string
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from inert._checks import CHECKPOINT_ITEMSIZES, checkpoint_dtype_name, dtype_itemsize
+# The named checks are the runtime's (written once for Python, beside the C runtime's).
+from inert._checks import _flat, dtype_itemsize, fill_indexes, first_repeat, plain_file_name
 
 __all__ = [
     "NAMED", "SATURATE", "Step", "RuleSyntaxError", "parse", "steps", "first_fault", "relative_field", "constants",
     "record_rules", "columns", "fill_indexes", "environment", "tag_members", "union_columns", "ABSENT",
+    "locate", "field_depth", "messages", "fault", "INDEX_NAMES", "tag_itemsize", "attach",
 ]
 
 #: Where the C compiler's products stop growing: above every constant a rule compares with (2**64).
 SATURATE = 1 << 100
 
-_FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}\Z")
-
-
-def _plain_name(text: str) -> bool:
-    return bool(_FILE_NAME.match(text)) and text not in (".", "..")
-
-
-def _first_repeat(items: Sequence[Any], earlier: Sequence[Any] = ()) -> int | None:
-    """The index of the first of ``items`` that is among ``earlier`` or the items before it, else None."""
-    seen = set(earlier)
-    for index, item in enumerate(items):
-        if item in seen:
-            return index
-        seen.add(item)
-    return None
-
-
 #: The named checks: the Python of each; the C runtime holds the same, written once (``inert_named_<name>``,
 #: ``inert_distinct``).
 NAMED: dict[str, Callable[..., Any]] = {
-    "plain_file_name": _plain_name,
-    "distinct": lambda items, earlier=(): _first_repeat(_flat(items), earlier) is None,
+    "plain_file_name": plain_file_name,
+    "distinct": lambda items, earlier=(): first_repeat(_flat(items), earlier) is None,
 }
 
-_FUNCTIONS = {"len", "max", "min", "itemsize", "all", "any", "prod", "sum", "range", "align", "zip", *NAMED}
-
-
-def _flat(items: Sequence[Any]) -> list[Any]:
-    """A column of arrays as one sequence (``distinct(shards.rows)``: no row in two places)."""
-    return [x for item in items for x in item] if items and isinstance(items[0], list) else list(items)
+_FUNCTIONS = {"len", "max", "min", "itemsize", "all", "any", "prod", "sum", "range", "align", "zip", "str", *NAMED}
 
 
 class RuleSyntaxError(ValueError):
@@ -96,7 +78,7 @@ _ALLOWED = (
     ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub, ast.BinOp, ast.Add, ast.Sub,
     ast.Mult, ast.FloorDiv, ast.Mod, ast.Pow, ast.Compare, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE,
     ast.Is, ast.In, ast.Call, ast.Name, ast.Load, ast.Constant, ast.Subscript, ast.Tuple, ast.GeneratorExp,
-    ast.comprehension, ast.Store, ast.Attribute,
+    ast.comprehension, ast.Store, ast.Attribute, ast.IfExp,
 )
 
 
@@ -182,6 +164,8 @@ def steps(field: str, check: str, names: Sequence[str]) -> list[Step]:
 #: The key in a rule's environment of the values ``ARRAY.union.field`` takes where a record's case lacks the
 #: field (by the column's text: ``{"fields.layout.ndim": 0}``), set by :func:`environment`.
 ABSENT = "@absent"
+#: The key of the enumerations of the union tags a column reads (by its text): a writer may name a member.
+TAGS = "@tags"
 _NONE = object()
 
 
@@ -189,10 +173,29 @@ class _Broken(Exception):
     """An index beyond its array: the rule does not hold."""
 
 
+def _member(enum_cls: type[enum.IntEnum], value: Any) -> Any:
+    """A tag's member given as member, name or value (a writer's input), else ``value`` as it is."""
+    if isinstance(value, str):
+        return enum_cls.__members__.get(value, value)
+    if type(value) is int:
+        return enum_cls._value2member_map_.get(value, value)
+    return value
+
+
+def tag_itemsize(member: enum.IntEnum) -> int:
+    """The bytes per element of a dtype tag's member (``DTYPE_ITEMSIZES`` of checkpoint-shard, by name)."""
+    from .checkpoint_shard import DTYPE_ITEMSIZES
+
+    by_name = {m.name: size for m, size in DTYPE_ITEMSIZES.items()}
+    if member.name not in by_name:
+        raise RuleSyntaxError(f"no itemsize for {type(member).__name__}.{member.name}")
+    return by_name[member.name]
+
+
 def _itemsize(value: Any) -> int:
-    if isinstance(value, str) and value not in CHECKPOINT_ITEMSIZES:
+    if isinstance(value, str):
         return dtype_itemsize(value) or 0
-    return CHECKPOINT_ITEMSIZES[checkpoint_dtype_name(value)]
+    return tag_itemsize(value)
 
 
 def _iterate(gen: ast.GeneratorExp, env: dict[str, Any]) -> Iterator[Any]:
@@ -215,14 +218,20 @@ def _eval(node: ast.expr, env: dict[str, Any]) -> Any:  # noqa: C901 - one case 
     if isinstance(node, ast.Name):
         return env[node.id]
     if isinstance(node, ast.Attribute):  # a column: the field of every record of an array (or of its union)
-        absent = env.get(ABSENT, {}).get(ast.unparse(node), _NONE)
+        text = ast.unparse(node)
+        absent = env.get(ABSENT, {}).get(text, _NONE)
         if absent is _NONE:
-            return [record[node.attr] for record in _eval(node.value, env)]
-        return [record.get(node.attr, absent) for record in _eval(node.value, env)]
+            column = [record[node.attr] for record in _eval(node.value, env)]
+        else:
+            column = [record.get(node.attr, absent) for record in _eval(node.value, env)]
+        tag = env.get(TAGS, {}).get(text)
+        return column if tag is None else [_member(tag, item) for item in column]
     if isinstance(node, ast.GeneratorExp):  # an argument of zip(), taken as the pairs are
         return _iterate(node, env)
     if isinstance(node, ast.Tuple):
         return tuple(_eval(e, env) for e in node.elts)
+    if isinstance(node, ast.IfExp):  # messages only: the C compiler has no translation
+        return _eval(node.body, env) if _eval(node.test, env) else _eval(node.orelse, env)
     if isinstance(node, ast.BoolOp):
         if isinstance(node.op, ast.And):
             return all(_eval(v, env) for v in node.values)
@@ -278,7 +287,7 @@ def _eval(node: ast.expr, env: dict[str, Any]) -> Any:  # noqa: C901 - one case 
         if name in NAMED:
             return NAMED[name](*args)
         builtins: dict[str, Callable[..., Any]] = {"len": len, "max": max, "min": min, "range": range,
-                                                   "zip": zip}
+                                                   "zip": zip, "str": str}
         builtin = builtins[name]
         return builtin(*args)
     raise RuleSyntaxError(f"{type(node).__name__} is not in the rule language")
@@ -298,7 +307,7 @@ def _failing_indexes(expr: ast.expr, env: dict[str, Any]) -> list[int]:
         return []
     if expr.func.id == "distinct":
         columns = [_eval(arg, env) for arg in expr.args]
-        index = _first_repeat(_flat(columns[0]), *columns[1:])
+        index = first_repeat(_flat(columns[0]), *columns[1:])
         if index is None:
             return []
         if columns[0] and isinstance(columns[0][0], list):  # (array, element) of a column of arrays
@@ -330,15 +339,6 @@ def _failing_indexes(expr: ast.expr, env: dict[str, Any]) -> list[int]:
     return []
 
 
-def fill_indexes(field: str, indexes: Sequence[int]) -> str:
-    """``field`` with its ``[i]`` replaced by ``indexes`` in order (one left without an index is dropped)."""
-    parts = field.split("[i]")
-    out = parts[0]
-    for k, part in enumerate(parts[1:]):
-        out += (f"[{indexes[k]}]" if k < len(indexes) else "") + part
-    return out
-
-
 def first_fault(rule_steps: Sequence[Step], env: dict[str, Any]) -> str | None:
     """The field (below the record, indexes filled in) of the first step that does not hold in ``env``
     (the record's fields, the parameters and the constants), or None when all hold."""
@@ -346,6 +346,104 @@ def first_fault(rule_steps: Sequence[Step], env: dict[str, Any]) -> str | None:
         if _holds(step.expr, env):
             continue
         return fill_indexes(step.field, _failing_indexes(step.expr, env) if "[i]" in step.field else [])
+    return None
+
+
+#: The names a message gives the indexes of its fault, outermost first.
+INDEX_NAMES = ("i", "j", "k")
+
+
+def field_depth(expr: ast.expr) -> int:
+    """How many of :func:`locate`'s indexes the fault's field takes (those :func:`_failing_indexes` gives):
+    one per ``all`` of one generator down the chain, every one of a ``distinct``."""
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name):
+        if expr.func.id == "distinct":
+            return len(INDEX_NAMES)
+        gen = expr.args[0] if expr.args else None
+        if expr.func.id == "all" and isinstance(gen, ast.GeneratorExp) and len(gen.generators) == 1:
+            return 1 + field_depth(gen.elt)
+    return 0
+
+
+def locate(expr: ast.expr, env: dict[str, Any]) -> list[int]:
+    """The indexes of the fault of ``expr`` (which does not hold in ``env``), for its message: those of
+    :func:`_failing_indexes`, also through an ``and`` (its first failing operand), an ``or`` (its last) and an
+    ``all`` of several generators (one index per generator)."""
+    if isinstance(expr, ast.BoolOp):
+        values = expr.values if isinstance(expr.op, ast.Or) else [v for v in expr.values if not _holds(v, env)][:1]
+        return locate(values[-1], env) if values else []
+    if not (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in ("all", "distinct")):
+        return []
+    gen = expr.args[0]
+    if expr.func.id == "distinct" or (isinstance(gen, ast.GeneratorExp) and len(gen.generators) == 1):
+        indexes = _failing_indexes(expr, env)
+        if indexes and expr.func.id == "all":
+            assert isinstance(gen, ast.GeneratorExp)
+            return [indexes[0], *_inner(gen, env, indexes[0])]
+        return indexes
+    assert isinstance(gen, ast.GeneratorExp)
+
+    def walk(k: int, scope: dict[str, Any]) -> list[int] | None:
+        if k == len(gen.generators):
+            return None if _holds(gen.elt, scope) else locate(gen.elt, scope)
+        comp = gen.generators[k]
+        for index, item in enumerate(_eval(comp.iter, scope)):
+            inner = _bind(comp, item, scope)
+            if all(_eval(cond, inner) for cond in comp.ifs):
+                found = walk(k + 1, inner)
+                if found is not None:
+                    return [index, *found]
+        return None
+
+    try:
+        return walk(0, env) or []
+    except _Broken:
+        return []
+
+
+def _inner(gen: ast.GeneratorExp, env: dict[str, Any], index: int) -> list[int]:
+    """:func:`locate` of the element of ``gen`` at ``index`` (one that fails)."""
+    comp = gen.generators[0]
+    try:
+        item = next(itertools.islice(iter(_eval(comp.iter, env)), index, None))
+    except (_Broken, StopIteration):
+        return []
+    return locate(gen.elt, _bind(comp, item, env))
+
+
+@functools.cache
+def messages(rule: Any, count: int) -> list[list[tuple[str, ast.expr | None, str | None]]]:
+    """The message templates of ``rule``'s ``count`` steps: per step, (text, expression or None, conversion);
+    parsed once (a reader compiles nothing)."""
+    texts = rule.message if isinstance(rule.message, tuple) else (rule.message,) * count
+    if len(texts) != count:
+        raise RuleSyntaxError(f"{rule.id}: {len(texts)} messages for {count} steps")
+    out = []
+    for text in texts:
+        pieces: list[tuple[str, ast.expr | None, str | None]] = []
+        for literal, field, _spec, conversion in string.Formatter().parse(text):
+            pieces.append((literal, None if field is None else parse(field), conversion))
+        out.append(pieces)
+    return out
+
+
+def fault(rules: Sequence[tuple[Any, list[Step]]], env: dict[str, Any]) -> tuple[str, str] | None:
+    """The first fault of ``rules`` (each with its steps) in ``env``: (field below the record, the rule's
+    message), or None when every rule holds."""
+    for rule, rule_steps in rules:
+        for number, step in enumerate(rule_steps):
+            if _holds(step.expr, env):
+                continue
+            indexes = locate(step.expr, env)
+            field = fill_indexes(step.field, indexes[:field_depth(step.expr)]) if "[i]" in step.field else step.field
+            scope = {**env, **dict(zip(INDEX_NAMES, indexes, strict=False))}
+            text = ""
+            for literal, expr, conversion in messages(rule, len(rule_steps))[number]:
+                text += literal
+                if expr is not None:
+                    value = _eval(expr, scope)
+                    text += repr(value) if conversion == "r" else str(value)
+            return field, text
     return None
 
 
@@ -421,8 +519,9 @@ def environment(fmt: Any, record: Any, fields: dict[str, Any], ctx: dict[str, An
 
     env = constants(sys.modules[f"inert.spec.{fmt.module_name}"])
     env.update(tag_members(record))
-    env[ABSENT] = {text: [] if isinstance(sub, (Array, Utf8, Bytes)) else 0
-                   for text, (_union, _name, sub) in union_columns(record).items()}
+    unions = union_columns(record)
+    env[ABSENT] = {text: [] if isinstance(sub, (Array, Utf8, Bytes)) else 0 for text, (_union, _name, sub) in unions.items()}
+    env[TAGS] = {text: union.tag.enum_cls for text, (union, name, _sub) in unions.items() if name == union.tag_field}
     env.update({name: ctx.get(name) for name in fmt.params})
     env.update(fields)
     return env
@@ -485,3 +584,49 @@ def columns(fmt: Any) -> dict[tuple[str, str], int]:
                         if isinstance(fields[node.id].element, Utf8):
                             keys.add((typename, node.id))
     return {key: slot for slot, key in enumerate(sorted(keys))}
+
+
+class _DeclaredRules:
+    """The rules declared on one record as the interpreted grammar's check: their first fault, or None."""
+
+    def __init__(self, fmt: Any, record: Any, rules: list[tuple[Any, list[Step]]]) -> None:
+        from inert.spec._grammar import Tag
+
+        self.fmt, self.record, self.rules = fmt, record, rules
+        self.tags = {name: sub.enum_cls for name, sub in record.fields if isinstance(sub, Tag)}
+        self.__name__ = f"rules of {record.typename}"
+        for rule, rule_steps in rules:
+            messages(rule, len(rule_steps))  # parsed now, not while reading
+        self.__doc__ = "The rules declared on it: " + ", ".join(f"`{rule.id}`" for rule, _ in rules) + "."
+
+    def __call__(self, fields: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str] | None:
+        values = dict(fields)
+        for name, enum_cls in self.tags.items():  # a writer may name a tag's member or give its value
+            if name in values:
+                values[name] = _member(enum_cls, values[name])
+        return fault(self.rules, environment(self.fmt, self.record, values, ctx))
+
+
+def attach(fmt: Any) -> None:
+    """Make the rules declared on every record of ``fmt`` (each record of a typename the rules name) its
+    interpreted check (``Record.checks``)."""
+    from inert.spec._grammar import Array, Optional, Record, Recursive, Union, Validate
+
+    by_name = record_rules(fmt)
+    seen: set[int] = set()
+    stack: list[Any] = [con for table in (fmt.versions, *fmt.parts.values()) for con in table.values()]
+    while stack:
+        con = stack.pop()
+        if id(con) in seen:
+            continue
+        seen.add(id(con))
+        if isinstance(con, Record):
+            if con.typename in by_name:
+                con.checks = [Validate(_DeclaredRules(fmt, con, by_name[con.typename]))]
+            stack.extend(sub for _, sub in con.fields)
+        elif isinstance(con, Union):
+            stack.extend(case for case in con.cases.values() if case is not None)
+        elif isinstance(con, (Array, Optional)):
+            stack.append(con.element)
+        elif isinstance(con, Recursive):
+            stack.append(con.target())

@@ -36,7 +36,11 @@ class SpecRule:
     index, alternatives joined by ``|``, ``""`` for the whole input, ``*`` for every field of the element),
     ``check`` (an expression in Python syntax over the record's fields, or ``check:<name>`` of
     :mod:`inert._checks`), ``reason`` (a regular expression matching the reason the readers give) and
-    ``on``: the typename of the record the rule is checked on (``|`` between several), after its fields, in declaration order.
+    ``on``: the typename of the record the rule is checked on (``|`` between several), after its fields, in declaration order;
+    ``message``: for a rule with ``on``, the reason a reader gives, one template per step (or one for all): text
+    with ``{E}`` (or ``{E!r}``) where ``E`` is an expression of the rule language over the record, ``i``, ``j``
+    and ``k`` naming the indexes of the fault (the failing elements of the step's ``all`` and ``distinct``,
+    outermost first) — it must match ``reason``.
     A rule with ``on`` states its check in the rule language of :mod:`inert.spec._rule_expr`, which the
     generators compile (a test evaluates it beside the Python readers' own checks over the corpus);
     a rule without is enforced by the element readers of every target (the grammar's elements, the
@@ -49,6 +53,7 @@ class SpecRule:
     check: str
     reason: str
     on: str = ""
+    message: str | tuple[str, ...] = ""
 
     def matches(self, kind: str, field: str, reason: str) -> bool:
         """Whether a refusal (error kind, field path, reason) is this rule's."""

@@ -33,9 +33,7 @@ a record.
 
 import enum
 
-from inert._checks import check_metadata, check_tensor_entry
-
-from ._grammar import Array, Bool8, Crc32, Format, Int8ul, Int32ul, Int64ul, MsgPack, Optional, Record, Tag, Utf8, Validate
+from ._grammar import Array, Bool8, Crc32, Format, Int8ul, Int32ul, Int64ul, MsgPack, Optional, Record, Tag, Utf8
 from ._rules import FILE_NAME_SENTENCE, SpecRule
 from .checkpoint_shard import DType
 
@@ -91,7 +89,6 @@ TensorEntry = Record(
     "chunk_byte_offsets" / Array(Int32ul, Int64ul, MAX_CHUNK_VALUES),
     "chunk_byte_lengths" / Array(Int32ul, Int64ul, MAX_CHUNK_VALUES),
     "chunk_crcs" / Array(Int32ul, Int32ul, MAX_CHUNK_VALUES),
-    Validate(check_tensor_entry),
 )
 
 ValueEntry = Record(
@@ -112,7 +109,6 @@ MetadataV1 = Record(
     "tensors" / Array(Int32ul, TensorEntry, MAX_ENTRIES),
     "values" / Array(Int32ul, ValueEntry, MAX_ENTRIES),
     "crc32" / Crc32(),
-    Validate(check_metadata),
 )
 
 FORMAT = Format(
@@ -128,7 +124,8 @@ FORMAT = Format(
 RULES = (
     SpecRule("checkpoint-metadata.size-dimension", "No dimension of a tensor's size exceeds 2**63 - 1 (torch "
              "holds sizes as signed 64-bit numbers).", "invalid-value", "tensors[i].size[i]",
-             "all(d <= 2**63 - 1 for d in size)", r"^dimension \d+ exceeds 2\*\*63 - 1$", on="TensorEntry"),
+             "all(d <= 2**63 - 1 for d in size)", r"^dimension \d+ exceeds 2\*\*63 - 1$", on="TensorEntry",
+             message='dimension {size[i]} exceeds 2**63 - 1'),
     SpecRule("checkpoint-metadata.chunk-columns", "A tensor's chunk_files column gives its number of chunks; "
              "chunk_byte_offsets, chunk_byte_lengths and chunk_crcs hold one value per chunk, chunk_offsets and "
              "chunk_sizes ndim values per chunk (ndim: the length of size).", "invalid-value",
@@ -136,29 +133,43 @@ RULES = (
              "tensors[i].chunk_offsets|tensors[i].chunk_sizes",
              "len(chunk_byte_offsets) == len(chunk_files) and len(chunk_byte_lengths) == len(chunk_files) and "
              "len(chunk_crcs) == len(chunk_files) and len(chunk_offsets) == len(chunk_files) * len(size) and "
-             "len(chunk_sizes) == len(chunk_files) * len(size)", r"^\d+ values, \d+ chunks", on="TensorEntry"),
+             "len(chunk_sizes) == len(chunk_files) * len(size)", r"^\d+ values, \d+ chunks", on="TensorEntry",
+             message=("{len(chunk_byte_offsets)} values, {len(chunk_files)} chunks",
+                      "{len(chunk_byte_lengths)} values, {len(chunk_files)} chunks",
+                      "{len(chunk_crcs)} values, {len(chunk_files)} chunks",
+                      "{len(chunk_offsets)} values, {len(chunk_files)} chunks of {len(size)} dims "
+                      "need {len(chunk_files) * len(size)}",
+                      "{len(chunk_sizes)} values, {len(chunk_files)} chunks of {len(size)} dims "
+                      "need {len(chunk_files) * len(size)}")),
     SpecRule("checkpoint-metadata.size-overflow", "The product of a tensor's size is below 2**64.",
              "invalid-value", "tensors[i].size", "prod(size) < 2**64", r"^element count overflows 64 bits",
-             on="TensorEntry"),
+             on="TensorEntry",
+             message='element count overflows 64 bits'),
     SpecRule("checkpoint-metadata.chunk-inside", "Every chunk lies inside its tensor: in every dim, the chunk's "
              "offset plus its size (the exact sum, never wrapped at 64 bits) is at most the tensor's size.",
              "invalid-value", "tensors[i].chunk_sizes",
              "all(chunk_offsets[c * len(size) + d] + chunk_sizes[c * len(size) + d] <= size[d] "
-             "for c in range(len(chunk_files)) for d in range(len(size)))", r"^a chunk ends beyond size", on="TensorEntry"),
+             "for c in range(len(chunk_files)) for d in range(len(size)))", r"^a chunk ends beyond size", on="TensorEntry",
+             message='a chunk ends beyond size {size[j]} of dim {j} (chunk {i})'),
     SpecRule("checkpoint-metadata.file-name", "A data file name is " + FILE_NAME_SENTENCE + ".",
              "invalid-value", "files[i]", "all(plain_file_name(name) for name in files)",
-             r"is not a plain file name$", on="CheckpointMetadata"),
+             r"is not a plain file name$", on="CheckpointMetadata",
+             message='{files[i]!r} is not a plain file name'),
     SpecRule("checkpoint-metadata.file-unique", "A data file name appears once in files.", "invalid-value",
-             "files[i]", "distinct(files)", r"is listed twice$", on="CheckpointMetadata"),
+             "files[i]", "distinct(files)", r"is listed twice$", on="CheckpointMetadata",
+             message='{files[i]!r} is listed twice'),
     SpecRule("checkpoint-metadata.fqn-unique", "An fqn appears once among all tensors and values (tensors first, "
              "then values, in order: the second occurrence is reported).", "invalid-value",
              "tensors[i].fqn|values[i].fqn", "distinct(tensors.fqn) and distinct(values.fqn, tensors.fqn)",
-             r"appears twice$", on="CheckpointMetadata"),
+             r"appears twice$", on="CheckpointMetadata",
+             message=('{tensors.fqn[i]!r} appears twice', '{values.fqn[i]!r} appears twice')),
     SpecRule("checkpoint-metadata.file-index", "Every chunk's and every value's file index is below the number "
              "of files.", "invalid-value", "tensors[i]|values[i]",
              "all(all(f < len(files) for f in chunks) for chunks in tensors.chunk_files) and "
              "all(f < len(files) for f in values.file)", r"^file index \d+ is not below the \d+ files",
-             on="CheckpointMetadata"),
+             on="CheckpointMetadata",
+             message=("file index {tensors.chunk_files[i][j]} is not below the {len(files)} files",
+                      "file index {values.file[i]} is not below the {len(files)} files")),
 )
 
 #: When the rules above run, and over which elements in turn.

@@ -69,9 +69,7 @@ has thousands of tiny records (the ``step`` scalars).
 
 import enum
 
-from inert._checks import check_compressed_record, check_tensor_record
-
-from ._grammar import Array, Bytes, Crc32, Format, Int8ul, Int32ul, Int64ul, MsgPack, Padding, Record, Tag, Union, Validate
+from ._grammar import Array, Bytes, Crc32, Format, Int8ul, Int32ul, Int64ul, MsgPack, Padding, Record, Tag, Union
 from ._rules import SpecRule
 
 #: Alignment of every record and every tensor payload, in bytes.
@@ -110,6 +108,18 @@ class DType(enum.IntEnum):
     FLOAT8_E8M0FNU = 20
 
 
+#: Bytes per element of each ``DType`` (``itemsize(dtype)`` of the rules): 1 for BOOL, the 8-bit ints and
+#: floats; 2 for 16-bit, 4 for 32-bit, 8 for 64-bit types and COMPLEX64; 16 for COMPLEX128.
+DTYPE_ITEMSIZES: dict[DType, int] = {
+    DType.BOOL: 1, DType.UINT8: 1, DType.INT8: 1, DType.UINT16: 2, DType.INT16: 2, DType.UINT32: 4, DType.INT32: 4,
+    DType.UINT64: 8, DType.INT64: 8, DType.FLOAT16: 2, DType.BFLOAT16: 2, DType.FLOAT32: 4, DType.FLOAT64: 8,
+    DType.COMPLEX64: 8, DType.COMPLEX128: 16, DType.FLOAT8_E4M3FN: 1, DType.FLOAT8_E5M2: 1, DType.FLOAT8_E4M3FNUZ: 1,
+    DType.FLOAT8_E5M2FNUZ: 1, DType.FLOAT8_E8M0FNU: 1,
+}
+#: The shortest body a compressed record may inflate to: a VALUE holding one byte (nil).
+MIN_INFLATED = 6
+
+
 class RecordKind(enum.IntEnum):
     TENSOR = 1
     VALUE = 2
@@ -132,7 +142,6 @@ TensorRecord = Record(
     "dtype" / Tag(DType),
     "shape" / Array(Int8ul, Int64ul, MAX_NDIM),
     "data" / Bytes(Int64ul, MAX_TENSOR_BYTES, align=ALIGN),
-    Validate(check_tensor_record),
 )
 
 ValueRecord = Record("ValueRecord", "value" / MsgPack(Int32ul, MAX_VALUE_LEN, MAX_VALUE_DEPTH))
@@ -152,7 +161,6 @@ CompressedRecord = Record(
     "codec" / Tag(Compression),
     "inflated_length" / Int64ul,
     "data" / Bytes(Int64ul, MAX_TENSOR_BYTES, align=ALIGN),
-    Validate(check_compressed_record),
 )
 
 RecordBodyV2 = Union(
@@ -182,18 +190,22 @@ FORMAT = Format(
 TENSOR_RULES = (
     SpecRule("tensor.dimension", "No dimension of shape exceeds 2**63 - 1 (torch and numpy hold sizes as signed "
              "64-bit numbers), even in a zero-size tensor.", "invalid-value", "shape[i]",
-             "all(d <= 2**63 - 1 for d in shape)", r"^dimension \d+ exceeds 2\*\*63 - 1$", on="TensorRecord"),
+             "all(d <= 2**63 - 1 for d in shape)", r"^dimension \d+ exceeds 2\*\*63 - 1$", on="TensorRecord",
+             message='dimension {shape[i]} exceeds 2**63 - 1'),
     SpecRule("tensor.shape-overflow", "The element count times the itemsize (the product of shape and the "
              "dtype's bytes: 1 for BOOL, the 8-bit ints and floats; 2 for 16-bit; 4 for 32-bit and 8 for 64-bit "
              "types and COMPLEX64; 16 for COMPLEX128) is below 2**64; a zero-size tensor passes whatever its other "
              "dims.", "invalid-value", "shape", "prod(shape) * itemsize(dtype) < 2**64",
-             r"^element count times itemsize overflows 64 bits", on="TensorRecord"),
+             r"^element count times itemsize overflows 64 bits", on="TensorRecord",
+             message='element count times itemsize overflows 64 bits'),
     SpecRule("tensor.length", "The payload holds exactly prod(shape) * itemsize(dtype) bytes (a 0-d tensor one "
              "element).", "invalid-value", "data", "len(data) == prod(shape) * itemsize(dtype)",
-             r"bytes present, shape and dtype give", on="TensorRecord"),
+             r"bytes present, shape and dtype give", on="TensorRecord",
+             message='{len(data)} bytes present, shape and dtype give {prod(shape) * itemsize(dtype)}'),
     SpecRule("tensor.bool-elements", "Every element of a BOOL tensor is the byte 0 or 1.", "invalid-value",
              "data", "dtype != BOOL or all(b in (0, 1) for b in data)", r"^a boolean byte other than 0 and 1",
-             on="TensorRecord"),
+             on="TensorRecord",
+             message='a boolean byte other than 0 and 1: {data[i]} at {i}'),
 )
 
 #: Version 2 adds the rule of a compressed body.
@@ -201,6 +213,7 @@ RULES = (
     *TENSOR_RULES,
     SpecRule("checkpoint-shard.inflated-length", "A ZSTD body (version 2) declares an inflated_length from 6 (the shortest "
              "body) to MAX_INFLATED (2**48 + 1024), checked before anything is inflated.", "invalid-value",
-             "inflated_length", "6 <= inflated_length <= MAX_INFLATED", r"^\d+ outside \d+\.\.\d+$",
-             on="CompressedRecord"),
+             "inflated_length", "MIN_INFLATED <= inflated_length <= MAX_INFLATED", r"^\d+ outside \d+\.\.\d+$",
+             on="CompressedRecord",
+             message='{inflated_length} outside {MIN_INFLATED}..{MAX_INFLATED}'),
 )

@@ -13,9 +13,7 @@ before the parent decodes anything: neither the DALI-compatible message nor
 the samples meta layout has room for a checksum of its own.
 """
 
-from inert._checks import check_descriptor
-
-from ._grammar import Format, Int32sl, Int32ul, Int64ul, Record, Validate
+from ._grammar import Format, Int32sl, Int32ul, Int64ul, Record
 from ._rules import SpecRule
 
 _PLACE = (
@@ -26,14 +24,13 @@ _PLACE = (
     "num_bytes" / Int64ul,
 )
 
-DescriptorV1 = Record("Descriptor", *_PLACE, Validate(check_descriptor))
+DescriptorV1 = Record("Descriptor", *_PLACE)
 
 DescriptorV2 = Record(
     "DescriptorV2",
     *_PLACE,
     "message_crc32" / Int32ul,
     "meta_crc32" / Int32ul,
-    Validate(check_descriptor),
 )
 
 FORMAT = Format(
@@ -46,11 +43,14 @@ FORMAT = Format(
 #: Checked after the descriptor's fields, in this order.
 RULES = (
     SpecRule("shm-descriptor.ids", "The worker_id and shm_chunk_id are not negative.", "invalid-value",
-             "worker_id|shm_chunk_id", "worker_id >= 0 and shm_chunk_id >= 0", r"is negative$", on="Descriptor|DescriptorV2"),
+             "worker_id|shm_chunk_id", "worker_id >= 0 and shm_chunk_id >= 0", r"is negative$", on="Descriptor|DescriptorV2",
+             message=('{worker_id} is negative', '{shm_chunk_id} is negative')),
     SpecRule("shm-descriptor.inside", "The message lies inside the chunk: offset + num_bytes <= shm_capacity.",
              "invalid-value", "num_bytes", "offset + num_bytes <= shm_capacity", r"lie beyond the capacity",
-             on="Descriptor|DescriptorV2"),
+             on="Descriptor|DescriptorV2",
+             message='bytes {offset}..{offset + num_bytes} lie beyond the capacity {shm_capacity}'),
     SpecRule("shm-descriptor.capacity", "When the caller passes chunk_size, shm_capacity equals it.",
              "invalid-value", "shm_capacity", "chunk_size is None or shm_capacity == chunk_size",
-             r"declared, the chunk holds", on="Descriptor|DescriptorV2"),
+             r"declared, the chunk holds", on="Descriptor|DescriptorV2",
+             message='{shm_capacity} declared, the chunk holds {chunk_size}'),
 )

@@ -21,21 +21,15 @@ passes these checks.
 
 import enum
 
-from construct import this
-
-from inert._checks import check_sample_range
-
 from ._grammar import (
     Format,
     Int64sl,
     Int64ul,
     Optional,
     Record,
-    Rule,
     Tag,
     Union,
     Utf8,
-    Validate,
 )
 from ._rules import SpecRule
 
@@ -73,7 +67,6 @@ SampleRange = Record(
     "epoch" / Int64sl,
     "slice_start" / Int64sl,
     "slice_end" / Int64sl,
-    Validate(check_sample_range),
 )
 
 BatchArgs = Union(
@@ -110,7 +103,6 @@ BatchMeta = Record(
     "BatchMeta",
     "offset" / Int64ul,
     "size" / Int64ul,
-    Rule("size", this.offset + this.size <= 0xFFFFFFFFFFFFFFFF, "offset + size overflows 64 bits"),
 )
 
 Text = Utf8(Int64ul, MAX_TEXT_LEN)
@@ -154,13 +146,17 @@ FORMAT = Format(
 RULES = (
     SpecRule("shm-message.range-non-negative", "A SampleRange's start, iteration and epoch are not negative "
              "(start first).", "invalid-value", "start|iteration|epoch", "start >= 0 and iteration >= 0 and epoch >= 0",
-             r"is negative$", on="SampleRange"),
+             r"is negative$", on="SampleRange",
+             message=('{start} is negative', '{iteration} is negative', '{epoch} is negative')),
     SpecRule("shm-message.range-order", "A SampleRange's end is not before its start (checked after epoch).",
-             "invalid-value", "end", "end >= start", r"is before start", on="SampleRange"),
+             "invalid-value", "end", "end >= start", r"is before start", on="SampleRange",
+             message='{end} is before start {start}'),
     SpecRule("shm-message.slice-inside", "A SampleRange's slice lies inside it: 0 <= slice_start <= slice_end "
              "<= end - start.", "invalid-value", "slice_start|slice_end",
              "0 <= slice_start <= end - start and slice_start <= slice_end <= end - start", r"lies outside",
-             on="SampleRange"),
+             on="SampleRange",
+             message=('{slice_start} lies outside 0..{end - start}', '{slice_end} lies outside {slice_start}..{end - start}')),
     SpecRule("shm-message.batch-meta-overflow", "A BatchMeta's offset + size is below 2**64.", "invalid-value",
-             "size", "offset + size <= 2**64 - 1", r"^offset \+ size overflows 64 bits", on="BatchMeta"),
+             "size", "offset + size <= 2**64 - 1", r"^offset \+ size overflows 64 bits", on="BatchMeta",
+             message='offset + size overflows 64 bits'),
 )

@@ -23,9 +23,7 @@ those dtypes passes these checks.
 
 import enum
 
-from inert._checks import check_array_sample
-
-from ._grammar import Array, Format, Int32ul, Int64ul, Record, Recursive, Tag, Union, Utf8, Validate
+from ._grammar import Array, Format, Int32ul, Int64ul, Record, Recursive, Tag, Union, Utf8
 from ._rules import SpecRule
 
 #: Deepest nesting of tuples and lists (a top-level sample is level 1).
@@ -61,7 +59,6 @@ Sample = Union(
             "nbytes" / Int64ul,
             "dtype" / Utf8(Int64ul, MAX_DTYPE_LEN),
             "shape" / Array(Int32ul, Int64ul, MAX_NDIM),
-            Validate(check_array_sample),
         ),
         SampleKind.TUPLE: Record("TupleSample", Items),
         SampleKind.LIST: Record("ListSample", Items),
@@ -81,19 +78,24 @@ FORMAT = Format(
 RULES = (
     SpecRule("shm-samples-meta.dtype", "An array's dtype is numpy's dtype.str of a plain numeric type: `|b1`, "
              "`|i1`, `|u1`, or `<`/`>` then i2, i4, i8, u2, u4, u8, f2, f4, f8, c8 or c16.", "invalid-value",
-             "dtype", "itemsize(dtype) > 0", r"^unsupported dtype", on="ArraySample"),
+             "dtype", "itemsize(dtype) > 0", r"^unsupported dtype", on="ArraySample",
+             message='unsupported dtype {dtype!r}'),
     SpecRule("shm-samples-meta.span", "The array's span, the itemsize times every dimension with a 0 counted as "
              "1, is at most 2**63 - 1 bytes (the largest array numpy can describe, empty ones included).",
              "invalid-value", "shape", "prod(max(d, 1) for d in shape) * itemsize(dtype) <= 2**63 - 1",
-             r"spans more than 2\*\*63 - 1 bytes", on="ArraySample"),
+             r"spans more than 2\*\*63 - 1 bytes", on="ArraySample",
+             message='{shape} of {dtype} spans more than 2**63 - 1 bytes (a 0 counted as 1), more than numpy can describe'),
     SpecRule("shm-samples-meta.nbytes", "The nbytes field equals prod(shape) * itemsize(dtype).", "invalid-value",
              "nbytes", "nbytes == prod(shape) * itemsize(dtype)", r"declared, shape and dtype give",
-             on="ArraySample"),
+             on="ArraySample",
+             message='{nbytes} declared, shape and dtype give {prod(shape) * itemsize(dtype)}'),
     SpecRule("shm-samples-meta.offset-aligned", "The offset is a multiple of the itemsize.", "invalid-value",
              "offset", "offset % itemsize(dtype) == 0", r"is not a multiple of the itemsize",
-             on="ArraySample"),
+             on="ArraySample",
+             message='{offset} is not a multiple of the itemsize {itemsize(dtype)}'),
     SpecRule("shm-samples-meta.inside-chunk", "When the caller passes chunk_size, offset + nbytes <= chunk_size (the exact sum, "
              "never wrapped at 64 bits).",
              "invalid-value", "nbytes", "chunk_size is None or offset + nbytes <= chunk_size",
-             r"-byte chunk$", on="ArraySample"),
+             r"-byte chunk$", on="ArraySample",
+             message='bytes {offset}..{offset + nbytes} lie beyond the {chunk_size}-byte chunk'),
 )

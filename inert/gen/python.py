@@ -20,10 +20,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from inert.gen import c_python, grammar_hash
+from inert import _checks
+from inert.gen import c_python, grammar_hash, py_tables
 from inert.gen.emitter import LineEmitter
+from inert.gen.py_rules import RecordRules
 from inert.gen.runs import RULE_FIELD_RE, RUN_MIN, eligible, quick_test, run_function
-from inert.spec import FORMATS
+from inert.spec import FORMATS, _rule_expr
 from inert.spec._grammar import (
     Array,
     Bool8,
@@ -163,6 +165,21 @@ class _Module:
         self.nested = _nested_declarations(fmt)
         self.called = _called_declarations(fmt)
         self.run_functions: set[str] = set()
+        #: The declared rules on each record (by typename), compiled once each (:mod:`inert.gen.py_rules`).
+        self.rules = _rule_expr.record_rules(fmt)
+        self.constants = _rule_expr.constants(sys.modules[f"inert.spec.{fmt.module_name}"])
+        self.compiled: dict[str, RecordRules] = {}
+
+    def record_rules(self, con: Record | None) -> RecordRules | None:
+        """The compiled rules on ``con`` (its function emitted once), or None when it has none."""
+        if con is None or con.typename not in self.rules:
+            return None
+        if con.typename not in self.compiled:
+            names = {**self.constants, **_rule_expr.tag_members(con)}
+            compiled = RecordRules(self, con, self.rules[con.typename], names, self.fmt.params)
+            self.compiled[con.typename] = compiled
+            self.functions.append(compiled.function())
+        return self.compiled[con.typename]
 
     # -- shared pieces -------------------------------------------------
     def const(self, source: str, hint: str) -> str:
@@ -284,7 +301,9 @@ class _ReadEmitter(LineEmitter):
     def record(self, con: Record, ind: int, fields: dict[str, str]) -> str:
         """Emit the reads of a record's fields; return the expression of its dict."""
         start = self.fresh("start")
-        if con.checks or any(isinstance(sub, Crc32) for _, sub in con.fields):
+        rules = self.mod.record_rules(con)
+        checks = [] if rules is not None else con.checks  # declared rules state every check of the record
+        if checks or rules is not None or any(isinstance(sub, Crc32) for _, sub in con.fields):
             self.emit(ind, f"{start} = off")
         group: list[tuple[str, Any]] = []
         for name, sub in con.fields:
@@ -315,10 +334,27 @@ class _ReadEmitter(LineEmitter):
             fields[name] = local
         self.group(group, ind, fields)
         result = self.dict_literal(fields)
-        if con.checks:
+        if rules is not None:
             out = self.fresh("value")
             self.emit(ind, f"{out} = {result}")
-            for check in con.checks:
+            fault = self.fresh("fault")
+            inline = rules.accept(fields, self.fresh)
+            if inline is None:
+                self.emit(ind, f"{fault} = {rules.function_name}({out}, ctx)")
+                self.emit(ind, f"if {fault} is not None:")
+            else:
+                for line in inline[0]:
+                    self.emit(ind, line)
+                # The conjunction of the rules inline, the call only for the fault: it holds exactly when they do.
+                self.emit(ind, f"if not ({inline[1]}):")
+                self.emit(ind + 1, f"{fault} = {rules.function_name}({out}, ctx)")
+                self.emit(ind + 1, f"assert {fault} is not None")
+            self.emit(ind + 1, f"raise InvalidValueError(FORMAT, {start}, {fault}[0], {fault}[1])")
+            return out
+        if checks:
+            out = self.fresh("value")
+            self.emit(ind, f"{out} = {result}")
+            for check in checks:
                 test = quick_test(self.mod, check, fields)
                 if isinstance(check, Rule):
                     self.emit(ind, f"if not {test}:")
@@ -668,6 +704,16 @@ class _WriteEmitter(_ReadEmitter):
             else:
                 self.value_w(sub, locals_[name], repr(name), ind)
         self.group_w(group, ind, locals_)
+        rules = self.mod.record_rules(con)
+        if rules is not None:
+            fault = self.fresh("fault")
+            value = "{" + ", ".join(f"{name!r}: {locals_[name]}" for name in names) + "}"
+            hook = _checks.WRITER_HOOKS.get(con.typename)  # a name a test may replace, to forge a file
+            call = f"_checks.{hook}" if hook is not None else rules.function_name
+            self.emit(ind, f"{fault} = {call}({value}, _NO_CTX)")
+            self.emit(ind, f"if {fault} is not None:")
+            self.emit(ind + 1, f"raise WriteValueError(FORMAT, {fault}[0], {fault}[1])")
+            return
         for check in con.checks:
             if isinstance(check, Rule):
                 expr = RULE_FIELD_RE.sub(lambda m: locals_[m.group(1)], repr(check.expr))
@@ -979,6 +1025,10 @@ def generate(fmt: Format) -> str:
         parts.append(f"{cname} = {source}\n")
     for function in mod.functions:
         parts.append("\n\n" + function + "\n")
+    quick = {name: rules.quick_test() for name, rules in sorted(mod.compiled.items()) if rules.quick_test() is not None}
+    if quick:
+        parts.append("\n\n#: The inline tests of the records' rules, over ``this.<field>``, ``ctx`` and ``_checks``.\n")
+        parts.append("_QUICK_TESTS = {\n" + "".join(f"    {k!r}: {v!r},\n" for k, v in quick.items()) + "}\n")
     readers = "{" + ", ".join(f"{v}: {mod.readers[id(c)]}" for v, c in sorted(fmt.versions.items())) + "}"
     writers = "{" + ", ".join(f"{v}: {mod.writers[id(c)]}" for v, c in sorted(fmt.versions.items())) + "}"
     param_sig = "".join(f", {p}: Any = None" for p in fmt.params)
@@ -1033,7 +1083,7 @@ def _package_init() -> str:
 
 def outputs() -> dict[Path, str]:
     """Every file ``inert gen`` writes, with its text."""
-    files = {CODECS_DIR / "__init__.py": _package_init()}
+    files = {CODECS_DIR / "__init__.py": _package_init(), CODECS_DIR / "_tables.py": py_tables.source()}
     for fmt in FORMATS.values():
         files[CODECS_DIR / f"{fmt.module_name}.py"] = generate(fmt)
     docs_dir = CODECS_DIR.parent / "docs" / "spec"

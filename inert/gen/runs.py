@@ -164,7 +164,17 @@ def run_function(mod: _Module, record: Record, tag: tuple[Tag, enum.IntEnum, str
         emit(3 + ind, line)
     value = "{" + ", ".join(f"{k!r}: {v}" for k, v in fields.items()) + "}"
     emit(3, f"value = {value}")
-    for check in record.checks:
+    rules = mod.record_rules(record)
+    inline = rules.accept(fields, lambda hint: f"r_{hint}") if rules is not None else None
+    if rules is not None and inline is None:
+        emit(3, f"if {rules.function_name}(value, ctx) is not None:")
+        emit(4, "return None")
+    elif inline is not None:
+        for line in inline[0]:
+            emit(3, line)
+        emit(3, f"if not ({inline[1]}):")
+        emit(4, "return None")
+    for check in record.checks if rules is None else ():
         test = quick_test(mod, check, fields)
         if test is None:
             emit(3, f"if {mod.check(check.check)}(value, ctx) is not None:")
