@@ -185,22 +185,23 @@ _L_9 = ((0, 4, 'modules', None),)
 _L_10 = ((0, 4, 'files', None),)
 _L_11 = ((0, 4, 'tensors', None),)
 _C_12 = _checks.prod
-_L_13 = ((0, 4, 'fqn', None),)
-_S_14 = struct.Struct('<BBBBBB')
-_L_15 = ((0, 1, 'dtype', ('tag', 'B', _BY_VALUE_DType, 'DType')), (1, 1, 'layout', ('tag', 'B', _BY_VALUE_Layout, 'Layout')), (2, 1, 'memory_format', ('tag', 'B', _BY_VALUE_MemoryFormat, 'MemoryFormat')), (3, 1, 'requires_grad', ('bool',)), (4, 1, 'pin_memory', ('bool',)), (5, 1, 'size', None),)
-_A_16 = tuple(struct.Struct(f'<{k}Q') for k in range(65))
-_L_17 = ((0, 4, 'chunk_offsets', None),)
-_L_18 = ((0, 4, 'chunk_sizes', None),)
-_L_19 = ((0, 4, 'chunk_files', None),)
-_L_20 = ((0, 4, 'chunk_byte_offsets', None),)
-_L_21 = ((0, 4, 'chunk_byte_lengths', None),)
-_L_22 = ((0, 4, 'chunk_crcs', None),)
-_L_23 = ((0, 4, 'values', None),)
-_RUN_24 = dict[tuple[int, ...], struct.Struct]()
-_S_25 = struct.Struct('<IQQI')
-_L_26 = ((0, 4, 'file', None), (4, 8, 'byte_offset', None), (12, 8, 'byte_length', None), (20, 4, 'crc', None),)
-_S_27 = struct.Struct('<BBBBB')
-_S_28 = struct.Struct('<B')
+_C_13 = _checks.add
+_L_14 = ((0, 4, 'fqn', None),)
+_S_15 = struct.Struct('<BBBBBB')
+_L_16 = ((0, 1, 'dtype', ('tag', 'B', _BY_VALUE_DType, 'DType')), (1, 1, 'layout', ('tag', 'B', _BY_VALUE_Layout, 'Layout')), (2, 1, 'memory_format', ('tag', 'B', _BY_VALUE_MemoryFormat, 'MemoryFormat')), (3, 1, 'requires_grad', ('bool',)), (4, 1, 'pin_memory', ('bool',)), (5, 1, 'size', None),)
+_A_17 = tuple(struct.Struct(f'<{k}Q') for k in range(65))
+_L_18 = ((0, 4, 'chunk_offsets', None),)
+_L_19 = ((0, 4, 'chunk_sizes', None),)
+_L_20 = ((0, 4, 'chunk_files', None),)
+_L_21 = ((0, 4, 'chunk_byte_offsets', None),)
+_L_22 = ((0, 4, 'chunk_byte_lengths', None),)
+_L_23 = ((0, 4, 'chunk_crcs', None),)
+_L_24 = ((0, 4, 'values', None),)
+_RUN_25 = dict[tuple[int, ...], struct.Struct]()
+_S_26 = struct.Struct('<IQQI')
+_L_27 = ((0, 4, 'file', None), (4, 8, 'byte_offset', None), (12, 8, 'byte_length', None), (20, 4, 'crc', None),)
+_S_28 = struct.Struct('<BBBBB')
+_S_29 = struct.Struct('<B')
 
 
 def _rules_CheckpointMetadata(v: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str] | None:
@@ -310,7 +311,7 @@ def _rules_TensorEntry(v: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str
         return 'size', f'element count overflows 64 bits'
     # checkpoint-metadata.chunk-inside
     try:
-        ok = all(((f_chunk_offsets[((_v_c * len(f_size)) + _v_d)] + f_chunk_sizes[((_v_c * len(f_size)) + _v_d)]) <= f_size[_v_d]) for _v_c in range(len(f_chunk_files)) for _v_d in range(len(f_size)))
+        ok = ((all(max(map(_C_13, f_chunk_offsets[_v_d:len(f_chunk_files) * len(f_size):len(f_size)], f_chunk_sizes[_v_d:len(f_chunk_files) * len(f_size):len(f_size)])) <= f_size[_v_d] for _v_d in range(len(f_size)))) if len(f_size) > 0 and len(f_chunk_files) > 0 and len(f_chunk_offsets) >= len(f_chunk_files) * len(f_size) and len(f_chunk_sizes) >= len(f_chunk_files) * len(f_size) and len(f_size) >= len(f_size) else all(((f_chunk_offsets[((_v_c * len(f_size)) + _v_d)] + f_chunk_sizes[((_v_c * len(f_size)) + _v_d)]) <= f_size[_v_d]) for _v_c in range(len(f_chunk_files)) for _v_d in range(len(f_size))))
     except (IndexError, _C_2):
         ok = False
     if not ok:
@@ -342,7 +343,7 @@ def _run_ValueEntry(buf: Buffer, off: int, count: int, ctx: dict[str, Any]) -> t
     end = off + (at + 24 - off) * count
     if end > n:
         return None
-    packer = _RUN_24.get((k0,)) or run_struct(_RUN_24, (k0,), '<I{}sIQQI')
+    packer = _RUN_25.get((k0,)) or run_struct(_RUN_25, (k0,), '<I{}sIQQI')
     items: list[Any] = []
     try:
         for p1, f_fqn, f_file, f_byte_offset, f_byte_length, f_crc in packer.iter_unpack(memoryview(buf)[off:end]):
@@ -533,7 +534,7 @@ def _read_CheckpointMetadata(buf: Buffer, off: int, depth: int, ctx: dict[str, A
         try:
             start48 = off
             if off + 4 > n:
-                raise truncated(FORMAT, buf, off, _L_13)
+                raise truncated(FORMAT, buf, off, _L_14)
             prefix50, = _S_8.unpack_from(buf, off)
             off += 4
             if prefix50 > 65536:
@@ -546,8 +547,8 @@ def _read_CheckpointMetadata(buf: Buffer, off: int, depth: int, ctx: dict[str, A
                 raise InvalidValueError(FORMAT, off + exc51.start, 'fqn', "invalid UTF-8") from None
             off += prefix50
             if off + 6 > n:
-                raise truncated(FORMAT, buf, off, _L_15)
-            f_dtype_54, f_layout_55, f_memory_format_56, f_requires_grad_57, f_pin_memory_58, prefix53 = _S_14.unpack_from(buf, off)
+                raise truncated(FORMAT, buf, off, _L_16)
+            f_dtype_54, f_layout_55, f_memory_format_56, f_requires_grad_57, f_pin_memory_58, prefix53 = _S_15.unpack_from(buf, off)
             raw59 = f_dtype_54
             f_dtype_54 = _BY_VALUE_DType.get(raw59)
             if f_dtype_54 is None:
@@ -571,10 +572,10 @@ def _read_CheckpointMetadata(buf: Buffer, off: int, depth: int, ctx: dict[str, A
                 raise LimitError(FORMAT, off - 1, 'size', f"count {prefix53} exceeds max_count(64)")
             if prefix53 * 8 > n - off:
                 raise TruncatedError(FORMAT, off - 1, 'size', f"{prefix53} elements need at least {prefix53 * 8} bytes, {n - off} present")
-            f_size_52 = list(_A_16[prefix53].unpack_from(buf, off))
+            f_size_52 = list(_A_17[prefix53].unpack_from(buf, off))
             off += prefix53 * 8
             if off + 4 > n:
-                raise truncated(FORMAT, buf, off, _L_17)
+                raise truncated(FORMAT, buf, off, _L_18)
             prefix63, = _S_8.unpack_from(buf, off)
             off += 4
             if prefix63 > 67108864:
@@ -584,7 +585,7 @@ def _read_CheckpointMetadata(buf: Buffer, off: int, depth: int, ctx: dict[str, A
             f_chunk_offsets_62 = list(struct.unpack_from(f'<{prefix63}Q', buf, off))
             off += prefix63 * 8
             if off + 4 > n:
-                raise truncated(FORMAT, buf, off, _L_18)
+                raise truncated(FORMAT, buf, off, _L_19)
             prefix65, = _S_8.unpack_from(buf, off)
             off += 4
             if prefix65 > 67108864:
@@ -594,7 +595,7 @@ def _read_CheckpointMetadata(buf: Buffer, off: int, depth: int, ctx: dict[str, A
             f_chunk_sizes_64 = list(struct.unpack_from(f'<{prefix65}Q', buf, off))
             off += prefix65 * 8
             if off + 4 > n:
-                raise truncated(FORMAT, buf, off, _L_19)
+                raise truncated(FORMAT, buf, off, _L_20)
             prefix67, = _S_8.unpack_from(buf, off)
             off += 4
             if prefix67 > 67108864:
@@ -604,7 +605,7 @@ def _read_CheckpointMetadata(buf: Buffer, off: int, depth: int, ctx: dict[str, A
             f_chunk_files_66 = list(struct.unpack_from(f'<{prefix67}I', buf, off))
             off += prefix67 * 4
             if off + 4 > n:
-                raise truncated(FORMAT, buf, off, _L_20)
+                raise truncated(FORMAT, buf, off, _L_21)
             prefix69, = _S_8.unpack_from(buf, off)
             off += 4
             if prefix69 > 67108864:
@@ -614,7 +615,7 @@ def _read_CheckpointMetadata(buf: Buffer, off: int, depth: int, ctx: dict[str, A
             f_chunk_byte_offsets_68 = list(struct.unpack_from(f'<{prefix69}Q', buf, off))
             off += prefix69 * 8
             if off + 4 > n:
-                raise truncated(FORMAT, buf, off, _L_21)
+                raise truncated(FORMAT, buf, off, _L_22)
             prefix71, = _S_8.unpack_from(buf, off)
             off += 4
             if prefix71 > 67108864:
@@ -624,7 +625,7 @@ def _read_CheckpointMetadata(buf: Buffer, off: int, depth: int, ctx: dict[str, A
             f_chunk_byte_lengths_70 = list(struct.unpack_from(f'<{prefix71}Q', buf, off))
             off += prefix71 * 8
             if off + 4 > n:
-                raise truncated(FORMAT, buf, off, _L_22)
+                raise truncated(FORMAT, buf, off, _L_23)
             prefix73, = _S_8.unpack_from(buf, off)
             off += 4
             if prefix73 > 67108864:
@@ -642,7 +643,7 @@ def _read_CheckpointMetadata(buf: Buffer, off: int, depth: int, ctx: dict[str, A
             raise exc47.within('tensors' + '[' + str(i45) + ']') from None
         f_tensors_43.append(item46)
     if off + 4 > n:
-        raise truncated(FORMAT, buf, off, _L_23)
+        raise truncated(FORMAT, buf, off, _L_24)
     prefix77, = _S_8.unpack_from(buf, off)
     off += 4
     if prefix77 > 4194304:
@@ -657,7 +658,7 @@ def _read_CheckpointMetadata(buf: Buffer, off: int, depth: int, ctx: dict[str, A
         for i78 in range(prefix77):
             try:
                 if off + 4 > n:
-                    raise truncated(FORMAT, buf, off, _L_13)
+                    raise truncated(FORMAT, buf, off, _L_14)
                 prefix84, = _S_8.unpack_from(buf, off)
                 off += 4
                 if prefix84 > 65536:
@@ -670,8 +671,8 @@ def _read_CheckpointMetadata(buf: Buffer, off: int, depth: int, ctx: dict[str, A
                     raise InvalidValueError(FORMAT, off + exc85.start, 'fqn', "invalid UTF-8") from None
                 off += prefix84
                 if off + 24 > n:
-                    raise truncated(FORMAT, buf, off, _L_26)
-                f_file_86, f_byte_offset_87, f_byte_length_88, f_crc_89 = _S_25.unpack_from(buf, off)
+                    raise truncated(FORMAT, buf, off, _L_27)
+                f_file_86, f_byte_offset_87, f_byte_length_88, f_crc_89 = _S_26.unpack_from(buf, off)
                 off += 24
                 item79 = {'fqn': f_fqn_83, 'file': f_file_86, 'byte_offset': f_byte_offset_87, 'byte_length': f_byte_length_88, 'crc': f_crc_89}
             except InertError as exc81:
@@ -812,9 +813,9 @@ def _write_TensorEntry(v: Any, out: list[bytes], depth: int) -> None:
     f_memory_format_4 = tag_member(FORMAT, 'memory_format', f_memory_format_4, _FROM_MemoryFormat, 'MemoryFormat')
     f_requires_grad_5 = as_bool(FORMAT, 'requires_grad', f_requires_grad_5)
     f_pin_memory_6 = as_bool(FORMAT, 'pin_memory', f_pin_memory_6)
-    out.append(_S_27.pack(f_dtype_2, f_layout_3, f_memory_format_4, f_requires_grad_5, f_pin_memory_6))
+    out.append(_S_28.pack(f_dtype_2, f_layout_3, f_memory_format_4, f_requires_grad_5, f_pin_memory_6))
     f_size_7 = as_list(FORMAT, 'size', f_size_7, 64)
-    out.append(_S_28.pack(len(f_size_7)))
+    out.append(_S_29.pack(len(f_size_7)))
     f_size_7 = list(f_size_7)
     for i16, item17 in enumerate(f_size_7):
         if item17.__class__ is not int or not 0 <= item17 <= 18446744073709551615:
@@ -895,7 +896,7 @@ def _write_ValueEntry(v: Any, out: list[bytes], depth: int) -> None:
         f_byte_length_4 = as_int(FORMAT, 'byte_length', f_byte_length_4, 0, 18446744073709551615, 'Int64ul')
     if f_crc_5.__class__ is not int or not 0 <= f_crc_5 <= 4294967295:
         f_crc_5 = as_int(FORMAT, 'crc', f_crc_5, 0, 4294967295, 'Int32ul')
-    out.append(_S_25.pack(f_file_2, f_byte_offset_3, f_byte_length_4, f_crc_5))
+    out.append(_S_26.pack(f_file_2, f_byte_offset_3, f_byte_length_4, f_crc_5))
 
 
 _READERS = {1: _read_CheckpointMetadata}

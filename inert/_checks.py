@@ -11,6 +11,7 @@ generated codecs need only the standard library and msgpack.
 from __future__ import annotations
 
 import math
+import operator
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -57,6 +58,7 @@ _ITEMSIZES = {"b": (1,), "i": (1, 2, 4, 8), "u": (1, 2, 4, 8), "f": (2, 4, 8), "
 _dtype_cache: dict[str, int | None] = {}
 
 prod = math.prod
+add = operator.add
 
 
 def dtype_itemsize(text: str) -> int | None:

@@ -224,8 +224,50 @@ class _Compiler:
             return f"{prod}({self.generator(arg)})"
         return f"{prod}({self.expr(arg)})"
 
+    def strided(self, gen: ast.GeneratorExp) -> str | None:
+        """``all(X[c * B + d] + Y[c * B + d] <= Z[d] for c in range(A) for d in range(B))`` (every chunk in every
+        dim) as one ``max`` of a strided slice per ``d``: C loops, where the arrays hold the ``A * B`` (and ``B``)
+        elements the loops read; else None (or, at run time, the loops as written)."""
+        if len(gen.generators) != 2 or any(comp.ifs for comp in gen.generators):
+            return None
+        outer, inner = gen.generators
+        ranges = []
+        for comp in (outer, inner):
+            it = comp.iter
+            if not (isinstance(comp.target, ast.Name) and isinstance(it, ast.Call) and isinstance(it.func, ast.Name)
+                    and it.func.id == "range" and len(it.args) == 1):
+                return None
+            ranges.append((comp.target.id, it.args[0]))
+        (c, count), (d, width) = ranges
+        elt = gen.elt
+        if not (isinstance(elt, ast.Compare) and len(elt.ops) == 1 and isinstance(elt.ops[0], ast.LtE)):
+            return None
+        terms = [elt.left.left, elt.left.right] if isinstance(elt.left, ast.BinOp) and isinstance(elt.left.op, ast.Add) \
+            else [elt.left]
+        stride = ast.dump(ast.BinOp(ast.BinOp(ast.Name(c, ast.Load()), ast.Mult(), width), ast.Add(), ast.Name(d, ast.Load())))
+        arrays = []
+        for term in terms:
+            if not (isinstance(term, ast.Subscript) and isinstance(term.value, ast.Name) and term.value.id in self.fields
+                    and ast.dump(term.slice) == stride):
+                return None
+            arrays.append(self.fields[term.value.id])
+        right = elt.comparators[0]
+        if not (isinstance(right, ast.Subscript) and isinstance(right.value, ast.Name) and right.value.id in self.fields
+                and isinstance(right.slice, ast.Name) and right.slice.id == d):
+            return None
+        limit = self.fields[right.value.id]
+        a, b = self.expr(count), self.expr(width)
+        ends = f"map({self.r.helper('add')}, {', '.join(f'{x}[_v_{d}:{a} * {b}:{b}]' for x in arrays)})" \
+            if len(arrays) == 2 else f"{arrays[0]}[_v_{d}:{a} * {b}:{b}]"
+        fast = f"all(max({ends}) <= {limit}[_v_{d}] for _v_{d} in range({b}))"
+        guard = " and ".join([f"{b} > 0", f"{a} > 0", *(f"len({x}) >= {a} * {b}" for x in arrays), f"len({limit}) >= {b}"])
+        general = f"all({self.generator(gen, lambda: self.expr(gen.elt, True))})"
+        return f"(({fast}) if {guard} else {general})"
+
     def quantifier_fast(self, fn: str, gen: ast.GeneratorExp) -> str | None:
         """``all(x <= C for x in A)`` as ``max``, ``all(b in (..) for b in BYTES)`` as a byte filter: C loops."""
+        if fn == "all" and len(gen.generators) == 2:
+            return self.strided(gen)
         if fn != "all" or len(gen.generators) != 1 or gen.generators[0].ifs:
             return None
         comp, elt = gen.generators[0], gen.elt
