@@ -14,8 +14,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
-from inert._checks import CHECKPOINT_ITEMSIZES
-from inert.spec._rule_expr import NAMED, RuleSyntaxError, Step
+from inert.spec._rule_expr import NAMED, RuleSyntaxError, Step, tag_itemsize
 
 __all__ = ["CField", "StepCompiler"]
 
@@ -479,10 +478,8 @@ class StepCompiler:
         if name not in self.tables:
             top = max(int(m) for m in enum_cls)
             cells = ["0"] * (top + 1)
-            for member in enum_cls:
-                if member.name not in CHECKPOINT_ITEMSIZES:
-                    raise RuleSyntaxError(f"no itemsize for {enum_cls.__name__}.{member.name}")
-                cells[int(member)] = str(CHECKPOINT_ITEMSIZES[member.name])
+            for member in enum_cls:  # the declared itemsizes (spec/checkpoint_shard.py's DTYPE_ITEMSIZES)
+                cells[int(member)] = str(tag_itemsize(member))
             self.tables[name] = f"static const uint8_t {name}[{top + 1}] = {{{', '.join(cells)}}};"
         return name
 
