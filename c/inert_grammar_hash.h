@@ -5,6 +5,6 @@
 #ifndef INERT_GRAMMAR_HASH_H
 #define INERT_GRAMMAR_HASH_H
 
-#define INERT_GRAMMAR_HASH "a4647e2fe0a38b6b"
+#define INERT_GRAMMAR_HASH "0df7af43f654b7fd"
 
 #endif

@@ -213,7 +213,7 @@ RULES = (
     *TENSOR_RULES,
     SpecRule("checkpoint-shard.inflated-length", "A ZSTD body (version 2) declares an inflated_length from 6 (the shortest "
              "body) to MAX_INFLATED (2**48 + 1024), checked before anything is inflated.", "invalid-value",
-             "inflated_length", "MIN_INFLATED <= inflated_length <= MAX_INFLATED", r"^\d+ outside \d+\.\.\d+$",
+             "inflated_length", "6 <= inflated_length <= MAX_INFLATED", r"^\d+ outside \d+\.\.\d+$",
              on="CompressedRecord",
              message='{inflated_length} outside {MIN_INFLATED}..{MAX_INFLATED}'),
 )

@@ -171,7 +171,7 @@ RULES = (
              "first at offset 64 (the shard header, row count and padding), each next one at the first multiple "
              "of 64 at or after the end (offset + length) of the one before: no gap but that padding, no "
              "overlap.", "invalid-value", "shards[i].offsets[i]",
-             "all(all((k == 0 and shards.offsets[s][k] == FIRST_RECORD) or (k > 0 and shards.offsets[s][k] == "
+             "all(all((k == 0 and shards.offsets[s][k] == 64) or (k > 0 and shards.offsets[s][k] == "
              "align(shards.offsets[s][k - 1] + shards.lengths[s][k - 1], 64)) for k in range(len(shards.offsets[s]))) "
              "for s in range(len(shards.offsets)))",
              r"^record at \d+, the previous one ends at", on="DumpManifest",
@@ -179,7 +179,7 @@ RULES = (
              "(shards.offsets[i][max(j, 1) - 1] + shards.lengths[i][max(j, 1) - 1])}"),
     SpecRule("dump-manifest.record-length", "A record is at least 16 bytes (a global index, a field count of 0 "
              "and the CRC-32).", "invalid-value", "shards[i].lengths[i]",
-             "all(all(length >= MIN_RECORD for length in lengths) for lengths in shards.lengths)",
+             "all(all(length >= 16 for length in lengths) for lengths in shards.lengths)",
              r"shorter than any record$", on="DumpManifest",
              message='record of {shards.lengths[i][j]} bytes is shorter than any record'),
     SpecRule("dump-manifest.row-placed", "Every key is stored in some shard (with row-once: in exactly one).",
