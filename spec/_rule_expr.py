@@ -412,17 +412,21 @@ def _inner(gen: ast.GeneratorExp, env: dict[str, Any], index: int) -> list[int]:
 
 
 @functools.cache
-def messages(rule: Any, count: int) -> list[list[tuple[str, ast.expr | None, str | None]]]:
-    """The message templates of ``rule``'s ``count`` steps: per step, (text, expression or None, conversion);
-    parsed once (a reader compiles nothing)."""
+def messages(rule: Any, count: int) -> list[list[tuple[str, ast.expr | None, str | None, str]]]:
+    """The message templates of ``rule``'s ``count`` steps: per step, (text, expression or None, conversion,
+    format spec); parsed once (a reader compiles nothing).  A rule without a message gives its sentence."""
+    if not rule.message:
+        return [[(rule.sentence, None, None, "")]] * count
     texts = rule.message if isinstance(rule.message, tuple) else (rule.message,) * count
     if len(texts) != count:
         raise RuleSyntaxError(f"{rule.id}: {len(texts)} messages for {count} steps")
     out = []
     for text in texts:
-        pieces: list[tuple[str, ast.expr | None, str | None]] = []
-        for literal, field, _spec, conversion in string.Formatter().parse(text):
-            pieces.append((literal, None if field is None else parse(field), conversion))
+        pieces: list[tuple[str, ast.expr | None, str | None, str]] = []
+        for literal, field, spec, conversion in string.Formatter().parse(text):
+            if conversion not in (None, "r"):
+                raise RuleSyntaxError(f"{rule.id}: a message converts with !r only")
+            pieces.append((literal, None if field is None else parse(field), conversion, spec or ""))
         out.append(pieces)
     return out
 
@@ -438,11 +442,11 @@ def fault(rules: Sequence[tuple[Any, list[Step]]], env: dict[str, Any]) -> tuple
             field = fill_indexes(step.field, indexes[:field_depth(step.expr)]) if "[i]" in step.field else step.field
             scope = {**env, **dict(zip(INDEX_NAMES, indexes, strict=False))}
             text = ""
-            for literal, expr, conversion in messages(rule, len(rule_steps))[number]:
+            for literal, expr, conversion, spec in messages(rule, len(rule_steps))[number]:
                 text += literal
                 if expr is not None:
                     value = _eval(expr, scope)
-                    text += repr(value) if conversion == "r" else str(value)
+                    text += format(repr(value) if conversion == "r" else value, spec)
             return field, text
     return None
 

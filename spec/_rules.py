@@ -38,9 +38,9 @@ class SpecRule:
     :mod:`inert._checks`), ``reason`` (a regular expression matching the reason the readers give) and
     ``on``: the typename of the record the rule is checked on (``|`` between several), after its fields, in declaration order;
     ``message``: for a rule with ``on``, the reason a reader gives, one template per step (or one for all): text
-    with ``{E}`` (or ``{E!r}``) where ``E`` is an expression of the rule language over the record, ``i``, ``j``
+    with ``{E}`` (or ``{E!r}``, ``{E:spec}``) where ``E`` is an expression of the rule language over the record, ``i``, ``j``
     and ``k`` naming the indexes of the fault (the failing elements of the step's ``all`` and ``distinct``,
-    outermost first) — it must match ``reason``.
+    outermost first) — it must match ``reason``; without one, the reason is the sentence.
     A rule with ``on`` states its check in the rule language of :mod:`inert.spec._rule_expr`, which the
     generators compile (a test evaluates it beside the Python readers' own checks over the corpus);
     a rule without is enforced by the element readers of every target (the grammar's elements, the

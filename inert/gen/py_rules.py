@@ -435,7 +435,7 @@ class RecordRules:
         lines.append("    return None")
         return "\n".join(lines)
 
-    def _step(self, step: Step, template: list[tuple[str, ast.expr | None, str | None]], fields: dict[str, str],
+    def _step(self, step: Step, template: list[tuple[str, ast.expr | None, str | None, str]], fields: dict[str, str],
               columns: dict[str, str]) -> list[str]:
         compiler = _Compiler(self, fields, columns, safe=False)
         self.raises = False
@@ -459,10 +459,10 @@ class RecordRules:
         msg = _Compiler(self, fields, columns, safe=True)
         msg.scope = {name: f"ix[{n}]" for n, name in enumerate(INDEX_NAMES)}
         pieces = []
-        for literal, expr, conversion in template:
+        for literal, expr, conversion, spec in template:
             pieces.append(literal.replace("{", "{{").replace("}", "}}"))
             if expr is not None:
-                pieces.append("{" + msg.expr(expr) + ("!r" if conversion == "r" else "") + "}")
+                pieces.append("{" + msg.expr(expr) + ("!r" if conversion == "r" else "") + (f":{spec}" if spec else "") + "}")
         body.append(f"return {field}, f{''.join(pieces)!r}")
         out.extend("        " + line if not line.startswith(" ") else "        " + line for line in body)
         return out
