@@ -338,7 +338,7 @@ class _ReadEmitter(LineEmitter):
             out = self.fresh("value")
             self.emit(ind, f"{out} = {result}")
             fault = self.fresh("fault")
-            inline = rules.accept(fields, self.fresh)
+            inline = rules.accept(fields, lambda key: f"{key}_{start}")  # the temporaries' numbering as it was
             if inline is None:
                 self.emit(ind, f"{fault} = {rules.function_name}({out}, ctx)")
                 self.emit(ind, f"if {fault} is not None:")
