@@ -744,7 +744,7 @@ def _write_CheckpointMetadata(v: Any, out: list[bytes], depth: int) -> None:
         except (WriteTypeError, WriteValueError) as exc20:
             raise exc20.within('values' + '[' + str(i18) + ']') from None
     out.append(_S_8.pack(crc_parts(out, mark1)))
-    fault21 = _rules_CheckpointMetadata({'dcp_version': f_dcp_version_2, 'storage_meta': f_storage_meta_3, 'planner_data': f_planner_data_4, 'files': f_files_5, 'tensors': f_tensors_6, 'values': f_values_7}, _NO_CTX)
+    fault21 = _checks.check_metadata({'dcp_version': f_dcp_version_2, 'storage_meta': f_storage_meta_3, 'planner_data': f_planner_data_4, 'files': f_files_5, 'tensors': f_tensors_6, 'values': f_values_7}, _NO_CTX)
     if fault21 is not None:
         raise WriteValueError(FORMAT, fault21[0], fault21[1])
 

@@ -43,6 +43,7 @@ __all__ = [
     "DUMP_MIN_RECORD",
     "check_tensor_record",
     "check_tensor_entry",
+    "check_metadata",
     "check_dump_manifest",
 ]
 
@@ -238,7 +239,7 @@ def describe_foreign(head: bytes) -> str:
     return f"unknown bytes {head[:8].hex(' ')}"
 
 
-# -- the rules of three records, by name ------------------------------------------------------------------
+# -- the rules of four records, by name ------------------------------------------------------------------
 # The generated writers of these records check their rules through these names, so that a test can forge a
 # file a hostile writer would write (``mock.patch.object(inert._checks, "check_dump_manifest", ...)``); the
 # rules themselves are the generated ones.
@@ -258,6 +259,11 @@ def check_tensor_record(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str
 def check_tensor_entry(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str] | None:
     """The first fault of a metadata tensor entry's rules, or None."""
     return _codec("checkpoint_metadata")._rules_TensorEntry(value, ctx)  # type: ignore[no-any-return]
+
+
+def check_metadata(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str] | None:
+    """The first fault of a checkpoint metadata's cross references (files, fqns, file indexes), or None."""
+    return _codec("checkpoint_metadata")._rules_CheckpointMetadata(value, ctx)  # type: ignore[no-any-return]
 
 
 def check_dump_manifest(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str] | None:
@@ -287,4 +293,4 @@ check_descriptor = _Rules("shm_descriptor", "Descriptor")
 
 #: The records whose generated writers check through the names above, by typename.
 WRITER_HOOKS = {"TensorRecord": "check_tensor_record", "TensorEntry": "check_tensor_entry",
-                "DumpManifest": "check_dump_manifest"}
+                "CheckpointMetadata": "check_metadata", "DumpManifest": "check_dump_manifest"}
