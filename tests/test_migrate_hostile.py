@@ -252,6 +252,12 @@ def test_migrate_says_what_src_is_before_asking_for_trust(legacy: Path, tmp_path
             assert code == want and err.startswith(f"inert: migrate: {src}: "), err
             assert part in err.splitlines()[0] and "--trust-source" not in err, err
     assert not (tmp_path / "out").exists()
+    rank_local = tmp_path / "rank_local"
+    shutil.copytree(legacy, rank_local)
+    (rank_local / ".metadata").rename(rank_local / "__0.metadata")
+    code = main(["migrate", str(rank_local), str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 1 and "only rank-local metadata" in err and "--trust-source" not in err, err
     code = main(["migrate", str(legacy), str(tmp_path / "out")])  # a legacy checkpoint: trust asked for, nothing read
     assert code == 2 and "without --trust-source" in capsys.readouterr().err
 

@@ -131,7 +131,8 @@ class Migration:
 
 def identify(src: str) -> str:
     """What ``src`` is, before anything is unpickled: ``legacy-dcp-checkpoint``, ``torch-save`` or
-    ``safetensors`` (what migrate converts), ``inert-checkpoint``, ``dump``, ``missing`` or ``unknown``."""
+    ``safetensors`` (what migrate converts), ``legacy-rank-local``, ``inert-checkpoint``, ``dump``,
+    ``missing`` or ``unknown``."""
     from inert.cli.convert import source_kind
 
     if not os.path.lexists(src):
@@ -141,9 +142,12 @@ def identify(src: str) -> str:
         return kind
     if os.path.isdir(src):
         try:
-            return directory_kind(src)
+            kind = directory_kind(src)
         except InertError:  # a .metadata that is a link or a FIFO: the legacy reader refuses it by name
             return "legacy-dcp-checkpoint"
+        if kind == "legacy-dcp-checkpoint" and not os.path.lexists(os.path.join(src, METADATA_NAME)):
+            return "legacy-rank-local"
+        return kind
     return "unknown"
 
 
@@ -152,6 +156,8 @@ _NOT_CONVERTED = {
     "missing": "no such file or directory",
     "inert-checkpoint": "already an Inert checkpoint: nothing to migrate (`inert verify` checks it)",
     "dump": "an Inert dump: nothing to migrate (`inert verify` checks it)",
+    "legacy-rank-local": "a legacy DCP checkpoint with only rank-local metadata (__N.metadata): not supported; "
+                         "load it with each rank and save it again",
     "unknown": "neither a legacy DCP checkpoint, a torch.save file nor safetensors (a file or a directory of "
                "*.safetensors): nothing migrate converts (`inert inspect` says what it is)",
 }
