@@ -84,6 +84,11 @@ def _refused(src: Path, tmp_path: Path, capsys: Any, *parts: str) -> str:
     return err
 
 
+def _last_line(stderr: str) -> str:
+    """The command's line (a warning of the environment, such as a stale accelerator, may come first)."""
+    return stderr.splitlines()[-1] if stderr else ""
+
+
 def _size(dims: Any) -> Any:
     def change(metadata: Any) -> None:
         metadata.state_dict_metadata["w"].size = dims
@@ -102,8 +107,9 @@ def test_legacy_size_past_int64_is_one_inert_line_without_cpp_frames(legacy: Pat
     result = subprocess.run([sys.executable, "-m", "inert", "migrate", "--trust-source", str(src), str(tmp_path / "o")],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 1 and result.stdout == "", result.stderr
-    assert result.stderr == (f"inert: migrate: {src}: legacy-dcp-checkpoint: offset -1: .metadata.w.size[1]: "
-                             f"{2**63} is not an int from 0 to 2**63-1\n")
+    assert "Traceback" not in result.stderr and "Exception raised from" not in result.stderr
+    assert _last_line(result.stderr) == (f"inert: migrate: {src}: legacy-dcp-checkpoint: offset -1: .metadata.w.size[1]: "
+                                         f"{2**63} is not an int from 0 to 2**63-1")
 
 
 @pytest.mark.parametrize(("dims", "field"), [
@@ -221,8 +227,9 @@ def test_legacy_dict_key_of_nested_tuples_is_refused_before_it_is_hashed(legacy:
     result = subprocess.run([sys.executable, "-m", "inert", "migrate", "--trust-source", str(src), str(tmp_path / "o")],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 1, (result.returncode, result.stderr[-2000:])
-    assert result.stderr.startswith(f"inert: migrate: {src}: legacy-dcp-checkpoint: offset ")
-    assert ": .metadata: not a DCP Metadata pickle: a dict key nested more than 16 deep" in result.stderr
+    line = _last_line(result.stderr)
+    assert line.startswith(f"inert: migrate: {src}: legacy-dcp-checkpoint: offset ")
+    assert line.endswith(": .metadata: not a DCP Metadata pickle: a dict key nested more than 16 deep")
 
 
 def test_legacy_metadata_of_the_wrong_types_is_an_inert_error(legacy: Path, tmp_path: Path) -> None:
@@ -312,4 +319,5 @@ def test_torch_save_dict_key_of_nested_tuples_is_refused_before_torch_hashes_it(
     result = subprocess.run([sys.executable, "-m", "inert", "migrate", "--trust-source", str(path), str(tmp_path / "o")],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 1, (result.returncode, result.stderr[-2000:])
-    assert f"torch-save: offset -1: {path}: nests objects more than {MAX_DEPTH} deep" in result.stderr
+    assert _last_line(result.stderr) == (f"inert: migrate: {path}: torch-save: offset -1: {path}: nests objects more "
+                                         f"than {MAX_DEPTH} deep")
