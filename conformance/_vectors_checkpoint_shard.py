@@ -159,6 +159,54 @@ def value_order_vectors() -> list[tuple[str, str, bytes, Any, str]]:
     ]
 
 
+def value_bound_vectors() -> list[tuple[str, str, bytes, Any, str]]:
+    """The boundaries of the value documents' own limits and ranges, each side, and orders the canonical JSON
+    gives that byte order does not: (name, what, document, the canonical JSON accepted or the error kind
+    refused, the rule that decides)."""
+    ext, pack = msgpack.ExtType, lambda v: msgpack.packb(v, use_bin_type=True)
+    bool_code = DTYPES["BOOL"][0]
+    return [
+        ("ValueTorchDeviceType32", "a torch.device whose type is 32 characters, the most",
+         pack(ext(11, pack(["a" * 32, 0]))), {"$torch.device": ["a" * 32, 0]}, "value.typed-device"),
+        ("ValueTorchDeviceType33", "a torch.device whose type is 33 characters", pack(ext(11, pack(["a" * 33, 0]))),
+         "invalid-value", "value.typed-device"),
+        ("ValueTorchDeviceIndexMax", "a torch.device of index 2**31 - 1, the largest",
+         pack(ext(11, pack(["cuda", (1 << 31) - 1]))), {"$torch.device": ["cuda", (1 << 31) - 1]}, "value.typed-device"),
+        ("ValueTorchDeviceIndexOver", "a torch.device of index 2**31", pack(ext(11, pack(["cuda", 1 << 31]))),
+         "invalid-value", "value.typed-device"),
+        ("ValueTorchSize64", "a torch.Size of 64 ints, the most", pack(ext(9, pack([1] * 64))),
+         {"$torch.Size": [1] * 64}, "value.typed-size"),
+        ("ValueTorchSize65", "a torch.Size of 65 ints", pack(ext(9, pack([1] * 65))), "invalid-value",
+         "value.typed-size"),
+        ("ValueTorchSizeDimMax", "a torch.Size dim of 2**63 - 1, the largest", pack(ext(9, pack([(1 << 63) - 1]))),
+         {"$torch.Size": [(1 << 63) - 1]}, "value.typed-size"),
+        ("ValueTorchSizeDimOver", "a torch.Size dim of 2**63 (a uint64)", pack(ext(9, pack([1 << 63]))),
+         "invalid-value", "value.typed-size"),
+        ("ValueObjectName256", "a registered object whose name is 256 bytes, the most",
+         pack(ext(12, pack(["a" * 256, None]))), {"$object": ["a" * 256, None]}, "value.typed-object"),
+        ("ValueObjectName257", "a registered object whose name is 257 bytes", pack(ext(12, pack(["a" * 257, None]))),
+         "invalid-value", "value.typed-object"),
+        ("ValueObjectNameBytesNotChars", "a registered object whose name is 129 characters in 257 bytes: bytes count",
+         pack(ext(12, pack(["\u00e9" * 128 + "a", None]))), "invalid-value", "value.typed-object"),
+        ("ValueArrayScalarBool", "a bool array scalar holding 1", pack(ext(8, bytes([bool_code, 1]))),
+         {"$arrayscalar": {"data": "AQ==", "dtype": "BOOL"}}, "value.typed-array"),
+        ("ValueArrayScalarBoolByte", "a bool array scalar holding the byte 2", pack(ext(8, bytes([bool_code, 2]))),
+         "invalid-value", "value.typed-array"),
+        ("ValueExtCode13", "extension code 13, the first past the defined ones", pack(ext(13, b"")), "unknown-tag",
+         "value.ext-code"),
+        ("ValueExtCode0", "extension code 0", pack(ext(0, b"x")), "unknown-tag", "value.ext-code"),
+        ("ValueMapCountTwoPerPair", "a map of 2 pairs with 3 bytes left: a pair needs two bytes, before any key is read",
+         b"\x82\x01\x01\x01", "truncated", "value.truncated"),
+        ("ValueFloat32FirstByte", "a float32 with 1 of its 4 bytes: refused from its first byte",
+         b"\xca\x00", "invalid-value", "value.float64"),
+        ("ValueSetJsonOrder", "a set of '\\x01' then '!' (byte order): spelled '!' first (canonical JSON text order)",
+         pack(ext(4, pack(["\x01", "!"]))), {"$set": ["!", "\x01"]}, "value.key-order"),
+        ("ValueMapJsonOrder", "a $map of keys '\\x01', '!', b'k' (byte order): pairs spelled by canonical JSON text",
+         b"\x83\xa1\x01\x01\xa1!\x02\xc4\x01k\x03", {"$map": [["!", 2], ["\x01", 1], [{"$bytes": "aw=="}, 3]]},
+         "value.key-order"),
+    ]
+
+
 def typed_rejects() -> list[tuple[str, str, Any, str]]:
     """Refused documents of the typed extensions: each rule of their payloads broken once."""
     ext, pack = msgpack.ExtType, msgpack.packb
@@ -311,7 +359,7 @@ def body_vectors(c: Corpus, f: Frame, unknown_kinds: tuple[int, ...] = (0, 3, 0x
         c.reject(name, what, f.wrap(value_body(doc)), error, rule=rule)
     for name, what, document, error in typed_rejects():
         c.reject(name, what, f.wrap(value_body(msgpack.packb(document, use_bin_type=True))), error)
-    for name, what, doc, outcome, rule in value_order_vectors():
+    for name, what, doc, outcome, rule in value_order_vectors() + value_bound_vectors():
         if isinstance(outcome, str):
             c.reject(name, what, f.wrap(value_body(doc)), outcome, rule=rule)
         else:
