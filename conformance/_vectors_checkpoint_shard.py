@@ -539,6 +539,14 @@ def build_record(version: int = 1) -> Corpus:
                    {"body": {"kind": "TENSOR", "dtype": "FLOAT128", "shape": [], "data": b64(bytes(16))}}, "write-value")
     c.refuse_write("TorchSizeOverDepthLimit", "a torch.Size inside lists 63 deep: its array would be at depth 65",
                    {"body": {"kind": "VALUE", "value": _lists(63, {"$torch.Size": [2, 3]})}}, "write-value")
+    c.refuse_write("ShapeTrue", "a shape holding true: not an integer",
+                   {"body": {"kind": "TENSOR", "dtype": "FLOAT32", "shape": [True], "data": b64(bytes(4))}}, "write-type")
+    c.refuse_write("ShapeFloat", "a shape holding 1.5: not an integer",
+                   {"body": {"kind": "TENSOR", "dtype": "FLOAT32", "shape": [1.5], "data": b64(bytes(4))}}, "write-type")
+    c.refuse_write("DtypeByIntegerLengthMismatch", "dtype given by its integer value (12, FLOAT32), then 4 bytes for "
+                   "2 elements: a tag by integer is taken, the length is refused",
+                   {"body": {"kind": "TENSOR", "dtype": DTYPES["FLOAT32"][0], "shape": [2], "data": b64(bytes(4))}},
+                   "write-value")
     if version >= 2:
         zstd_vectors(c)
     return c
@@ -645,6 +653,11 @@ def file_vectors(c: Corpus, magic: bytes, group: str, item: str, first: Piece, s
     c.reject("PaddingNonZero", "a non-zero byte in the padding before the first record", bytes(padded), "invalid-value")
     c.reject("TrailingByte", "a byte after the last record", rep.data + b"\x00", "trailing-bytes")
     c.reject("MaxSizeExceeded", "a file longer than the caller's max_size", rep.data, "limit", {"max_size": 64})
+    c.reject("MaxSizeBeforeMagic", "a pickle longer than the caller's max_size: the size is checked before the magic",
+             PICKLE, "limit", {"max_size": 4}, rule="file.max-size")
+    c.reject("PaddingCutNonZero", "one record declared, the file ends inside the padding, a non-zero byte in it: "
+             "padding is checked present before zero", header(magic) + struct.pack("<I", 1) + bytes(29) + b"\x01",
+             "truncated", rule="grammar.truncated")
     c.accept("MaxSizeExact", "a file exactly as long as the caller's max_size", rep, {"max_size": len(rep.data)})
     empty = header(magic) + struct.pack("<I", 0)
     for cut in range(len(magic)):  # a piece of the magic: cut short, or not this format at all
@@ -662,11 +675,19 @@ def build(version: int = 1) -> Corpus:
     # 9 bytes of framing and a 55-byte document: the record fills 64 bytes, the next one needs no padding.
     file_vectors(c, MAGIC, "records", "record", tensor("FLOAT32", [2, 3], bytes(range(24)), start=64),
                  value({"step": 7}), (value(bytes(53)), value(None)), known=(1, 2))
+    # 10 records declared, 59 bytes left: the padding and one record of an unknown kind fit, 10 records of at
+    # least 9 bytes do not; the count is checked against the bytes left before any record is read.
+    c.reject("CountNineBytesEach", "10 records declared, the padding and one 9-byte record of kind 0xff present",
+             file_header(MAGIC, version) + struct.pack("<I", 10) + bytes(50) + b"\xff" + bytes(8), "truncated",
+             rule="grammar.truncated")
     zstd_record = zstd(len(INFLATED), zstd_frame(INFLATED))
     if version == 1:
         c.reject("ZstdRecord", "a version 2 ZSTD record in a version 1 file", shard_file_of(MAGIC, "records", "record",
                  [zstd_record], 1).data, "unknown-tag")
     else:
+        c.reject("HeaderVersion1ZstdRecord", "a version 1 header holding a ZSTD record, asked as version 2: the "
+                 "reader goes by the header", shard_file_of(MAGIC, "records", "record", [zstd_record], 1).data,
+                 "unknown-tag")
         c.accept("ZstdRecords", "a ZSTD record beside a tensor and a value record", shard_file_of(
             MAGIC, "records", "record", [tensor("FLOAT32", [2, 3], bytes(range(24)), start=64), zstd_record,
                                          value({"step": 7})], 2))
