@@ -144,7 +144,6 @@ class DirectorySource(Source):
     def checkpoint_reader(self, **options: Any) -> Any:
         from inert.torch._reader import FileSystemReader
 
-        options.pop("storage_options", None)
         return FileSystemReader(self.location, **options)
 
     def dump_reader(self, *, mapped: bool = False) -> Any:

@@ -28,7 +28,7 @@ from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, Metadata
 from torch.distributed.checkpoint.planner import LoadItemType, ReadItem
 
 from inert._errors import InvalidValueError, LimitError, TruncatedError
-from inert._objstore import is_url
+from inert._source import open_source
 from inert._zstd import MAX_RATIO as ZSTD_MAX_RATIO
 from inert.codecs import checkpoint_metadata as metadata_codec
 
@@ -89,12 +89,9 @@ def load_tensors(
 
 
 def reader_for(path: str | os.PathLike[str], **options: Any) -> FileSystemReader:
-    """The reader of ``path``: ``FsspecReader`` for a URL, ``FileSystemReader`` for a local path."""
-    if is_url(path):
-        from ._fsspec_reader import FsspecReader
-
-        return FsspecReader(path, **options)
-    return FileSystemReader(path, **options)
+    """The reader of ``path``: ``FsspecReader`` for a URL, ``FileSystemReader`` for a local path (``inert._source``)."""
+    reader: FileSystemReader = open_source(path, options.get("storage_options")).checkpoint_reader(**options)
+    return reader
 
 
 def _entry_for(fqn: str, tensor: Any, md: Any) -> TensorStorageMetadata:
