@@ -13,7 +13,7 @@
 #include "inert_shm_descriptor.h"
 
 const inert_format_entry inert_formats[] = {
-    {"checkpoint-metadata", {1, 0}, 1, "verify_checksums", inert_checkpoint_metadata_decode},
+    {"checkpoint-metadata", {1, 2, 0}, 1, "verify_checksums", inert_checkpoint_metadata_decode},
     {"checkpoint-shard", {1, 2, 0}, 1, "verify_checksums", inert_checkpoint_shard_decode},
     {"checkpoint-shard.record", {1, 2, 0}, 0, "verify_checksums", inert_checkpoint_shard_decode_record},
     {"checkpoint-shard.inflated", {2, 0}, 0, "verify_checksums", inert_checkpoint_shard_decode_inflated},

@@ -5,6 +5,6 @@
 #ifndef INERT_GRAMMAR_HASH_H
 #define INERT_GRAMMAR_HASH_H
 
-#define INERT_GRAMMAR_HASH "0df7af43f654b7fd"
+#define INERT_GRAMMAR_HASH "22b91523171ff33d"
 
 #endif

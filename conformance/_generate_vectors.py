@@ -49,6 +49,7 @@ BUILDERS: tuple[Callable[[], Corpus], ...] = (
     _vectors_dump_shard.build,
     _vectors_dump_shard.build_record,
     _vectors_checkpoint_metadata.build,
+    _vectors_checkpoint_metadata.build_v2,
     _vectors_dump_manifest.build,
 )
 

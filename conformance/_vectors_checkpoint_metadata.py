@@ -33,6 +33,9 @@ COLUMNS = (("chunk_offsets", "Q"), ("chunk_sizes", "Q"), ("chunk_files", "I"), (
            ("chunk_byte_lengths", "Q"), ("chunk_crcs", "I"))
 
 
+#: The newest format_version of checkpoint-metadata (a version 1 file's reader refuses the one after).
+NEWEST = 2
+
 #: Values in the vectors of many alike entries.
 ALIKE = 16
 
@@ -63,7 +66,10 @@ def _tensor_entry(t: dict[str, Any]) -> bytes:
     data = utf8(t["fqn"]) + code({k: v[0] for k, v in DTYPES.items()}, t["dtype"]) + code(LAYOUTS, t["layout"])
     data += code(MEMORY_FORMATS, t["memory_format"]) + bytes([int(t["requires_grad"]), int(t["pin_memory"])])
     data += bytes([len(t["size"])]) + u64(*t["size"])
-    return data + b"".join(column(fmt, t[name]) for name, fmt in COLUMNS)
+    data += b"".join(column(fmt, t[name]) for name, fmt in COLUMNS)
+    if "strides" in t:  # version 2: the flag, then a u8 count and the values
+        data += bytes([int(t["strides_recorded"]), len(t["strides"])]) + u64(*t["strides"])
+    return data
 
 
 def _value_entry(v: dict[str, Any]) -> bytes:
@@ -86,19 +92,24 @@ def sealed_file(magic: bytes, document: bytes, value: Any) -> Piece:
     return Piece(header(magic) + document + crc(document), {**value, "crc32": checksum} if value is not None else None)
 
 
-def metadata_file(m: dict[str, Any]) -> Piece:
-    """The file of ``m``; ``planner_json``, when present, is the planner data's canonical JSON."""
+def metadata_file(m: dict[str, Any], version: int = 1) -> Piece:
+    """The file of ``m``; ``planner_json``, when present, is the planner data's canonical JSON; version 2's
+    tensors carry ``strides_recorded`` and ``strides``."""
     document = metadata_document(m)
     value = copy.deepcopy({k: v for k, v in m.items() if k not in ("planner_raw", "planner_json")})
     value["planner_data"] = m["planner_json"] if "planner_json" in m else as_json(m.get("planner_data"))
     for t in value["tensors"]:
         t["requires_grad"], t["pin_memory"] = bool(t["requires_grad"]), bool(t["pin_memory"])
-    return sealed_file(MAGIC, document, value)
+        if "strides_recorded" in t:
+            t["strides_recorded"] = bool(t["strides_recorded"])
+    piece = sealed_file(MAGIC, document, value)
+    return Piece(header(MAGIC, version) + piece.data[len(MAGIC) + 2:], piece.value)
 
 
-def document_file_vectors(c: Corpus, magic: bytes, rep: Piece) -> None:
-    """The rules of a file of one sealed document: magic and foreign files, version, truncation at every
-    point of ``rep``, trailing bytes, the CRC-32 and max_size."""
+def document_file_vectors(c: Corpus, magic: bytes, rep: Piece, newest: int = 1) -> None:
+    """The rules of a file of one sealed document: magic and foreign files, version (0, the one after
+    ``newest``, the format registers, and 65535), truncation at every point of ``rep``, trailing bytes, the
+    CRC-32 and max_size."""
     c.accept("Representative", "a representative file", rep)
     other = MAGIC if magic != MAGIC else b"\x89INRTSH\n"
     one_off = magic[:6] + bytes([magic[6] ^ 0x20]) + magic[7:]
@@ -107,7 +118,7 @@ def document_file_vectors(c: Corpus, magic: bytes, rep: Piece) -> None:
                              ("OtherInertFile", "another Inert format's file", other + b"\x01\x00" + bytes(8)),
                              ("MagicOneBitOff", "the magic with one bit flipped", one_off + rep.data[len(magic):])):
         c.reject(f"Foreign{name}", what, data, "foreign-format")
-    for version in (0, 2, 0xFFFF):
+    for version in (0, newest + 1, 0xFFFF):
         c.reject(f"Version{version}", f"format_version {version}", header(magic, version) + rep.data[len(magic) + 2:],
                  "version")
     for cut in range(len(magic)):
@@ -167,7 +178,7 @@ def _variant(edit: Any) -> dict[str, Any]:
 def build() -> Corpus:
     c = Corpus("checkpoint-metadata", 1)
     rep = metadata_file(representative())
-    document_file_vectors(c, MAGIC, rep)
+    document_file_vectors(c, MAGIC, rep, newest=NEWEST)
 
     def ok(name: str, what: str, edit: Any) -> None:
         c.accept(name, what, metadata_file(_variant(edit)))
@@ -344,4 +355,81 @@ def build() -> Corpus:
                    {**representative(), "tensors": [{**tensor("t", [1], []), "layout": "TILED",
                                                      "requires_grad": False, "pin_memory": False}],
                     "planner_data": None}, "write-value")
+    return c
+
+
+def strided(t: dict[str, Any], strides: list[int] | None) -> dict[str, Any]:
+    """Version 2's entry of ``t``: ``strides`` recorded, or (None) not."""
+    return {**t, "strides_recorded": int(strides is not None), "strides": strides or []}
+
+
+def representative_v2() -> dict[str, Any]:
+    """The representative document with the strides torch 2.15 records: (3, 1) for the weight, (1,) for the bias."""
+    m = representative()
+    m["tensors"] = [strided(m["tensors"][0], [3, 1]), strided(m["tensors"][1], [1])]
+    return m
+
+
+def build_v2() -> Corpus:
+    """Version 2: each tensor entry adds strides_recorded and strides (rules strides-ndim, stride-range)."""
+    c = Corpus("checkpoint-metadata", 2)
+    rep = metadata_file(representative_v2(), 2)
+    c.accept("Representative", "a representative file, every tensor's strides recorded", rep)
+    for cut in range(len(MAGIC) + 2, len(rep.data)):
+        c.reject(f"Truncated{cut:04d}", f"the first {cut} of the {len(rep.data)} bytes of the representative file",
+                 rep.data[:cut], "truncated")
+    c.reject("ChecksumMismatch", "the stored CRC-32 differs in one bit", damaged_crc(rep), "checksum")
+    c.reject(f"Version{NEWEST + 1}", f"format_version {NEWEST + 1}", header(MAGIC, NEWEST + 1) + rep.data[len(MAGIC) + 2:], "version")
+
+    def variant(edit: Any) -> dict[str, Any]:
+        m = representative_v2()
+        edit(m)
+        return m
+
+    def ok(name: str, what: str, edit: Any) -> None:
+        c.accept(name, what, metadata_file(variant(edit), 2))
+
+    def bad(name: str, what: str, edit: Any, kind: str, rule: str | None = None) -> None:
+        c.reject(name, what, metadata_file(variant(edit), 2).data, kind, rule=rule)
+
+    def strides_of(index: int, strides: list[int] | None, recorded: int | None = None) -> Any:
+        def edit(m: dict[str, Any]) -> None:
+            m["tensors"][index] = strided(m["tensors"][index], strides)
+            if recorded is not None:
+                m["tensors"][index]["strides_recorded"] = recorded
+        return edit
+
+    ok("NotRecorded", "no tensor's strides recorded (a release without strides wrote version 2)",
+       lambda m: [strides_of(i, None)(m) for i in range(2)])
+    ok("Transposed", "a transposed weight's strides (1, 4)", strides_of(0, [1, 4]))
+    ok("StrideZero", "an expanded tensor's strides (0, 1)", strides_of(0, [0, 1]))
+    ok("StrideAtLimit", "a stride of 2**63 - 1", strides_of(1, [(1 << 63) - 1]))
+    ok("ZeroDRecorded", "a 0-d tensor whose strides are recorded: none",
+       lambda m: m["tensors"].append(strided(tensor("scalar", [], [([], [])]), [])))
+    ok("ZeroDNotRecorded", "a 0-d tensor whose strides are not recorded",
+       lambda m: m["tensors"].append(strided(tensor("scalar", [], [([], [])]), None)))
+    ok("MaxNdim", "a tensor of 64 dims and its 64 strides",
+       lambda m: m["tensors"].append(strided(tensor("deep", [1] * MAX_NDIM, []), [1] * MAX_NDIM)))
+    bad("StridesOneShort", "one stride for a 2-d tensor", strides_of(0, [1]), "invalid-value",
+        "checkpoint-metadata.strides-ndim")
+    bad("StridesOneLong", "three strides for a 2-d tensor", strides_of(0, [3, 1, 1]), "invalid-value",
+        "checkpoint-metadata.strides-ndim")
+    bad("StridesNotRecordedGiven", "strides not recorded, yet two given", strides_of(0, [3, 1], recorded=0),
+        "invalid-value", "checkpoint-metadata.strides-ndim")
+    bad("StridesRecordedNone", "strides recorded for a 1-d tensor, none given", strides_of(1, [], recorded=1),
+        "invalid-value", "checkpoint-metadata.strides-ndim")
+    bad("StrideHuge", "a stride of 2**63, which torch cannot hold", strides_of(0, [3, 1 << 63]), "invalid-value",
+        "checkpoint-metadata.stride-range")
+    bad("StrideMax", "a stride of 2**64 - 1 (a negative stride read unsigned)", strides_of(1, [(1 << 64) - 1]),
+        "invalid-value", "checkpoint-metadata.stride-range")
+    bad("StridesRecordedByte02", "strides_recorded holding the byte 2", strides_of(1, [1], recorded=2),
+        "invalid-value")
+    bad("StridesAboveLimit", "65 strides declared (the ndim limit)", strides_of(1, [1] * (MAX_NDIM + 1)), "limit")
+    bad("StridesBeforeChunks", "a chunk beyond its tensor and a bad stride count: chunk-inside runs first",
+        lambda m: strides_of(1, [])(m) or m["tensors"][1].update(chunk_sizes=[4]), "invalid-value",
+        "checkpoint-metadata.chunk-inside")
+    bad("DuplicateTensorFqn", "two tensors of one fqn (version 1's rules kept)",
+        lambda m: m["tensors"][1].update(fqn="model.weight"), "invalid-value", "checkpoint-metadata.fqn-unique")
+    c.refuse_write("StridesOneShort", "one stride for a 2-d tensor",
+                   {**metadata_file(variant(strides_of(0, [1])), 2).value}, "write-value")
     return c

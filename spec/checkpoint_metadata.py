@@ -21,6 +21,14 @@ may set a lower limit); value documents nest at most 64 levels.
 * ``values``: per non-tensor entry its fqn and the location and CRC-32 of
   its record.
 
+Version 2 adds to each tensor entry the strides DCP records from PyTorch 2.15 on
+(``TensorProperties.strides``, ``tensor.stride()`` when saved): ``strides_recorded``
+(1 when the release that wrote the file recorded strides, else 0) and ``strides``
+(``ndim`` values when recorded, none otherwise; each at most 2**63 - 1).  A flag and
+an array rather than an ``Optional`` array: a 0-dim tensor's strides are ``()``, not
+absent, and the rules compare only parameters with None.  Writers write version 1
+on releases that record no strides.
+
 Every chunk must lie inside its tensor; fqns are unique (rules
 ``checkpoint-metadata.*``).  Nothing else restricts them: an fqn may be the
 empty string or any UTF-8 (a state dict key like any other); a chunk may be
@@ -74,8 +82,7 @@ StorageMeta = Record(
     "modules" / Array(Int32ul, Text, MAX_ENTRIES),
 )
 
-TensorEntry = Record(
-    "TensorEntry",
+_TENSOR_FIELDS = (
     "fqn" / Text,
     "dtype" / Tag(DType),
     "layout" / Tag(Layout),
@@ -90,6 +97,13 @@ TensorEntry = Record(
     "chunk_byte_lengths" / Array(Int32ul, Int64ul, MAX_CHUNK_VALUES),
     "chunk_crcs" / Array(Int32ul, Int32ul, MAX_CHUNK_VALUES),
 )
+TensorEntry = Record("TensorEntry", *_TENSOR_FIELDS)
+TensorEntryV2 = Record(
+    "TensorEntryV2",
+    *_TENSOR_FIELDS,
+    "strides_recorded" / Bool8(),
+    "strides" / Array(Int8ul, Int64ul, MAX_NDIM),
+)
 
 ValueEntry = Record(
     "ValueEntry",
@@ -100,20 +114,22 @@ ValueEntry = Record(
     "crc" / Int32ul,
 )
 
-MetadataV1 = Record(
-    "CheckpointMetadata",
+_HEAD = (
     "dcp_version" / Optional(Utf8(Int32ul, 64)),
     "storage_meta" / Optional(StorageMeta),
     "planner_data" / MsgPack(Int32ul, MAX_SIZE, MAX_DEPTH),
     "files" / Array(Int32ul, Utf8(Int32ul, 255), MAX_FILES),
-    "tensors" / Array(Int32ul, TensorEntry, MAX_ENTRIES),
+)
+_TAIL = (
     "values" / Array(Int32ul, ValueEntry, MAX_ENTRIES),
     "crc32" / Crc32(),
 )
+MetadataV1 = Record("CheckpointMetadata", *_HEAD, "tensors" / Array(Int32ul, TensorEntry, MAX_ENTRIES), *_TAIL)
+MetadataV2 = Record("CheckpointMetadataV2", *_HEAD, "tensors" / Array(Int32ul, TensorEntryV2, MAX_ENTRIES), *_TAIL)
 
 FORMAT = Format(
     name="checkpoint-metadata",
-    versions={1: MetadataV1},
+    versions={1: MetadataV1, 2: MetadataV2},
     doc=__doc__ or "",
     params=("verify_checksums",),
     magic=MAGIC,
@@ -124,7 +140,7 @@ FORMAT = Format(
 RULES = (
     SpecRule("checkpoint-metadata.size-dimension", "No dimension of a tensor's size exceeds 2**63 - 1 (torch "
              "holds sizes as signed 64-bit numbers).", "invalid-value", "tensors[i].size[i]",
-             "all(d <= 2**63 - 1 for d in size)", r"^dimension \d+ exceeds 2\*\*63 - 1$", on="TensorEntry",
+             "all(d <= 2**63 - 1 for d in size)", r"^dimension \d+ exceeds 2\*\*63 - 1$", on="TensorEntry|TensorEntryV2",
              message='dimension {size[i]} exceeds 2**63 - 1'),
     SpecRule("checkpoint-metadata.chunk-columns", "A tensor's chunk_files column gives its number of chunks; "
              "chunk_byte_offsets, chunk_byte_lengths and chunk_crcs hold one value per chunk, chunk_offsets and "
@@ -133,7 +149,7 @@ RULES = (
              "tensors[i].chunk_offsets|tensors[i].chunk_sizes",
              "len(chunk_byte_offsets) == len(chunk_files) and len(chunk_byte_lengths) == len(chunk_files) and "
              "len(chunk_crcs) == len(chunk_files) and len(chunk_offsets) == len(chunk_files) * len(size) and "
-             "len(chunk_sizes) == len(chunk_files) * len(size)", r"^\d+ values, \d+ chunks", on="TensorEntry",
+             "len(chunk_sizes) == len(chunk_files) * len(size)", r"^\d+ values, \d+ chunks", on="TensorEntry|TensorEntryV2",
              message=("{len(chunk_byte_offsets)} values, {len(chunk_files)} chunks",
                       "{len(chunk_byte_lengths)} values, {len(chunk_files)} chunks",
                       "{len(chunk_crcs)} values, {len(chunk_files)} chunks",
@@ -143,38 +159,48 @@ RULES = (
                       "need {len(chunk_files) * len(size)}")),
     SpecRule("checkpoint-metadata.size-overflow", "The product of a tensor's size is below 2**64.",
              "invalid-value", "tensors[i].size", "prod(size) < 2**64", r"^element count overflows 64 bits",
-             on="TensorEntry",
+             on="TensorEntry|TensorEntryV2",
              message='element count overflows 64 bits'),
     SpecRule("checkpoint-metadata.chunk-inside", "Every chunk lies inside its tensor: in every dim, the chunk's "
              "offset plus its size (the exact sum, never wrapped at 64 bits) is at most the tensor's size.",
              "invalid-value", "tensors[i].chunk_sizes",
              "all(chunk_offsets[c * len(size) + d] + chunk_sizes[c * len(size) + d] <= size[d] "
-             "for c in range(len(chunk_files)) for d in range(len(size)))", r"^a chunk ends beyond size", on="TensorEntry",
+             "for c in range(len(chunk_files)) for d in range(len(size)))", r"^a chunk ends beyond size", on="TensorEntry|TensorEntryV2",
              message='a chunk ends beyond size {size[j]} of dim {j} (chunk {i})'),
     SpecRule("checkpoint-metadata.file-name", "A data file name is " + FILE_NAME_SENTENCE + ".",
              "invalid-value", "files[i]", "all(plain_file_name(name) for name in files)",
-             r"is not a plain file name$", on="CheckpointMetadata",
+             r"is not a plain file name$", on="CheckpointMetadata|CheckpointMetadataV2",
              message='{files[i]!r} is not a plain file name'),
     SpecRule("checkpoint-metadata.file-unique", "A data file name appears once in files.", "invalid-value",
-             "files[i]", "distinct(files)", r"is listed twice$", on="CheckpointMetadata",
+             "files[i]", "distinct(files)", r"is listed twice$", on="CheckpointMetadata|CheckpointMetadataV2",
              message='{files[i]!r} is listed twice'),
     SpecRule("checkpoint-metadata.fqn-unique", "An fqn appears once among all tensors and values (tensors first, "
              "then values, in order: the second occurrence is reported).", "invalid-value",
              "tensors[i].fqn|values[i].fqn", "distinct(tensors.fqn) and distinct(values.fqn, tensors.fqn)",
-             r"appears twice$", on="CheckpointMetadata",
+             r"appears twice$", on="CheckpointMetadata|CheckpointMetadataV2",
              message=('{tensors.fqn[i]!r} appears twice', '{values.fqn[i]!r} appears twice')),
     SpecRule("checkpoint-metadata.file-index", "Every chunk's and every value's file index is below the number "
              "of files.", "invalid-value", "tensors[i]|values[i]",
              "all(all(f < len(files) for f in chunks) for chunks in tensors.chunk_files) and "
              "all(f < len(files) for f in values.file)", r"^file index \d+ is not below the \d+ files",
-             on="CheckpointMetadata",
+             on="CheckpointMetadata|CheckpointMetadataV2",
              message=("file index {tensors.chunk_files[i][j]} is not below the {len(files)} files",
                       "file index {values.file[i]} is not below the {len(files)} files")),
+    SpecRule("checkpoint-metadata.strides-ndim", "A tensor entry's strides hold one value per dimension of its "
+             "size when strides_recorded is 1, and none when it is 0 (version 2).", "invalid-value",
+             "tensors[i].strides", "(strides_recorded == 1 and len(strides) == len(size)) or "
+             "(strides_recorded == 0 and len(strides) == 0)", r"^\d+ strides for \d+ dims", on="TensorEntryV2",
+             message="{len(strides)} strides for {len(size)} dims (strides_recorded {strides_recorded})"),
+    SpecRule("checkpoint-metadata.stride-range", "No stride exceeds 2**63 - 1 (torch holds strides as signed 64-bit "
+             "numbers, none negative) (version 2).", "invalid-value", "tensors[i].strides[i]",
+             "all(s <= 2**63 - 1 for s in strides)", r"^stride \d+ exceeds 2\*\*63 - 1$", on="TensorEntryV2",
+             message="stride {strides[i]} exceeds 2**63 - 1"),
 )
 
 #: When the rules above run, and over which elements in turn.
 RULE_ORDER = (
-    "the first four are a TensorEntry's: they run as soon as the entry's last field (`chunk_crcs`) is read, "
+    "the first four are a TensorEntry's: they run as soon as the entry's last field (`chunk_crcs`; in version 2 "
+    "`strides`, and then `strides-ndim` and `stride-range` over the strides in order) is read, "
     "before the next entry, in the order listed (`size-dimension` over the dims in order; `chunk-columns` "
     "over chunk_byte_offsets, chunk_byte_lengths, chunk_crcs, then chunk_offsets, chunk_sizes; "
     "`size-overflow`; `chunk-inside` dim by dim).  The other four run after the whole document and its "
