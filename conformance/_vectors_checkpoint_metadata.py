@@ -379,7 +379,8 @@ def build_v2() -> Corpus:
         c.reject(f"Truncated{cut:04d}", f"the first {cut} of the {len(rep.data)} bytes of the representative file",
                  rep.data[:cut], "truncated")
     c.reject("ChecksumMismatch", "the stored CRC-32 differs in one bit", damaged_crc(rep), "checksum")
-    c.reject(f"Version{NEWEST + 1}", f"format_version {NEWEST + 1}", header(MAGIC, NEWEST + 1) + rep.data[len(MAGIC) + 2:], "version")
+    c.reject(f"Version{NEWEST + 1}", f"format_version {NEWEST + 1}", header(MAGIC, NEWEST + 1) + rep.data[len(MAGIC) + 2:],
+             "version")
 
     def variant(edit: Any) -> dict[str, Any]:
         m = representative_v2()

@@ -165,7 +165,8 @@ RULES = (
              "offset plus its size (the exact sum, never wrapped at 64 bits) is at most the tensor's size.",
              "invalid-value", "tensors[i].chunk_sizes",
              "all(chunk_offsets[c * len(size) + d] + chunk_sizes[c * len(size) + d] <= size[d] "
-             "for c in range(len(chunk_files)) for d in range(len(size)))", r"^a chunk ends beyond size", on="TensorEntry|TensorEntryV2",
+             "for c in range(len(chunk_files)) for d in range(len(size)))", r"^a chunk ends beyond size",
+             on="TensorEntry|TensorEntryV2",
              message='a chunk ends beyond size {size[j]} of dim {j} (chunk {i})'),
     SpecRule("checkpoint-metadata.file-name", "A data file name is " + FILE_NAME_SENTENCE + ".",
              "invalid-value", "files[i]", "all(plain_file_name(name) for name in files)",
@@ -190,9 +191,10 @@ RULES = (
              "size when strides_recorded is 1, and none when it is 0 (version 2).", "invalid-value",
              "tensors[i].strides", "(strides_recorded == 1 and len(strides) == len(size)) or "
              "(strides_recorded == 0 and len(strides) == 0)", r"^\d+ strides for \d+ dims", on="TensorEntryV2",
-             message="{len(strides)} strides for {len(size)} dims (strides_recorded {strides_recorded})"),
+             message="{len(strides)} strides for {len(size)} dims"),
     SpecRule("checkpoint-metadata.stride-range", "No stride exceeds 2**63 - 1 (torch holds strides as signed 64-bit "
-             "numbers, none negative) (version 2).", "invalid-value", "tensors[i].strides[i]",
+             "numbers, none negative) (version 2).",
+             "invalid-value", "tensors[i].strides[i]",
              "all(s <= 2**63 - 1 for s in strides)", r"^stride \d+ exceeds 2\*\*63 - 1$", on="TensorEntryV2",
              message="stride {strides[i]} exceeds 2**63 - 1"),
 )

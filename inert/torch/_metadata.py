@@ -4,6 +4,12 @@
 ``Metadata`` written by :class:`inert.torch.FileSystemWriter`.  Decoding
 builds DCP's dataclasses directly (``object.__new__`` and the instance dict,
 as unpickling does) so that 140,000 chunks cost no more than ``pickle.loads``.
+
+Strides: a release whose ``TensorProperties`` has ``strides`` (2.15 on) writes
+version 2, which keeps each tensor's strides (or that none were recorded); other
+releases write version 1, which every release's reader reads.  Reading, a
+release with the field gets the file's strides (None from a version 1 file or
+where none were recorded); a release without it ignores them.
 """
 
 from __future__ import annotations
@@ -53,6 +59,14 @@ if hasattr(torch, "jagged"):
     _LAYOUTS[torch.jagged] = "JAGGED"
 _FORMATS = {torch.contiguous_format: "CONTIGUOUS", torch.channels_last: "CHANNELS_LAST",
             torch.channels_last_3d: "CHANNELS_LAST_3D", torch.preserve_format: "PRESERVE"}
+#: Every dataclass field of the release's TensorProperties that the format does not carry, with its default.
+_PROPERTY_DEFAULTS = {
+    f.name: f.default_factory if f.default_factory is not dataclasses.MISSING else (lambda d=f.default: d)
+    for f in dataclasses.fields(TensorProperties)
+    if f.name not in ("dtype", "layout", "requires_grad", "memory_format", "pin_memory", "strides")
+}
+#: Whether the release records strides (TensorProperties.strides, 2.15 on): then version 2 is written.
+RECORDS_STRIDES = "strides" in {f.name for f in dataclasses.fields(TensorProperties)}
 _LAYOUT_OF = {name: layout for layout, name in _LAYOUTS.items()}
 _FORMAT_OF = {name: fmt for fmt, name in _FORMATS.items()}
 
@@ -105,7 +119,7 @@ def dumps_metadata(metadata: Metadata) -> bytes:
             offsets.extend(chunk.offsets)
             sizes.extend(chunk.sizes)
             locations.append(_location(storage, MetadataIndex(fqn, chunk.offsets, index), files))
-        tensors.append({
+        entry = {
             "fqn": fqn,
             "dtype": dtype_name(props.dtype, fqn),
             "layout": _LAYOUTS[props.layout],
@@ -119,7 +133,12 @@ def dumps_metadata(metadata: Metadata) -> bytes:
             "chunk_byte_offsets": [info.offset for info in locations],
             "chunk_byte_lengths": [info.length for info in locations],
             "chunk_crcs": [info.crc32 for info in locations],
-        })
+        }
+        if RECORDS_STRIDES:
+            strides = getattr(props, "strides", None)
+            entry["strides_recorded"] = strides is not None
+            entry["strides"] = list(strides or ())
+        tensors.append(entry)
     return codec.encode({
         "dcp_version": getattr(metadata, "version", None),
         "storage_meta": _storage_meta(getattr(metadata, "storage_meta", None)),
@@ -127,7 +146,7 @@ def dumps_metadata(metadata: Metadata) -> bytes:
         "files": list(files),
         "tensors": tensors,
         "values": values,
-    })
+    }, version=2 if RECORDS_STRIDES else 1)
 
 
 def loads_metadata(data: bytes | bytearray | memoryview, *, max_size: int = codec.MAX_SIZE) -> Metadata:
@@ -162,6 +181,7 @@ def _build(doc: dict[str, Any]) -> Metadata:
     # torch.Size objects are made once and shared (immutable, so equal to fresh ones in every use).
     grids: dict[tuple[Any, ...], list[tuple[torch.Size, torch.Size]]] = {}
     properties: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+    strides_of: dict[tuple[int, ...], tuple[int, ...]] = {}  # one tuple per distinct strides, shared
     for entry in doc["tensors"]:
         fqn = entry["fqn"]
         size = entry["size"]
@@ -174,6 +194,11 @@ def _build(doc: dict[str, Any]) -> Metadata:
                                          entry["pin_memory"])
         props = new(TensorProperties)
         props.dtype, props.layout, props.requires_grad, props.memory_format, props.pin_memory = props_fields
+        if RECORDS_STRIDES:
+            strides = tuple(entry["strides"]) if entry.get("strides_recorded") else None
+            props.strides = None if strides is None else strides_of.setdefault(strides, strides)  # type: ignore[attr-defined]
+        for name, default in _PROPERTY_DEFAULTS.items():
+            setattr(props, name, default())
         offsets, sizes, chunk_files = entry["chunk_offsets"], entry["chunk_sizes"], entry["chunk_files"]
         gkey = (ndim, len(chunk_files), tuple(offsets), tuple(sizes))
         grid = grids.get(gkey)
