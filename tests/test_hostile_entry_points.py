@@ -35,6 +35,7 @@ import inert.torch
 from inert import FileKindError
 from inert.dump import Row, dump, load
 from inert.torch import FileSystemWriter, load_tensors
+from inert.torch._metadata import METADATA_VERSION
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
 ONE = {"no_dist": True} if "no_dist" in inspect.signature(dcp.save).parameters else {}
@@ -308,7 +309,7 @@ def test_quadratic_and_memory_metadata_stay_within_the_bounds_at_every_entry_poi
     else:  # canonical, within every limit: the checkpoint's own metadata with this planner data
         meta = checkpoint_metadata.decode((hostile / ".metadata").read_bytes())
         meta["planner_data"] = [{} for _ in range(1 << 20)]
-        data = checkpoint_metadata.encode(meta)
+        data = checkpoint_metadata.encode(meta, version=METADATA_VERSION)
     (hostile / ".metadata").write_bytes(data)
     assert len(data) > 900_000
     outcome = _measured(entry, warm, hostile, len(data))

@@ -37,6 +37,7 @@ from inert.torch import (
     parse_version,
 )
 from inert.torch._compat import TORCH_DTYPES, dcp_load, dcp_save, no_dist_options
+from inert.torch._metadata import METADATA_VERSION
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
 
@@ -279,7 +280,7 @@ def _rewrite_record(path: Path, fqn: str, change: Any) -> None:
     blob[at:at + length] = new
     shard_path.write_bytes(bytes(blob))
     entry["chunk_crcs"][0] = struct.unpack("<I", new[-4:])[0]
-    (path / ".metadata").write_bytes(cm.encode(meta))
+    (path / ".metadata").write_bytes(cm.encode(meta, version=METADATA_VERSION))
 
 
 def test_shape_and_dtype_mismatch_is_named(tmp_path: Path) -> None:
@@ -323,11 +324,11 @@ def test_damaged_checkpoints(tmp_path: Path) -> None:
     shard_path.write_bytes(good)
     # records that overlap
     meta["values"][0]["byte_offset"] = at + 64
-    (tmp_path / ".metadata").write_bytes(cm.encode(meta))
+    (tmp_path / ".metadata").write_bytes(cm.encode(meta, version=METADATA_VERSION))
     err = failure(load, {"w": torch.zeros(64), "v": {"x": 0}}, tmp_path)
     assert isinstance(err, InvalidValueError) and "overlaps" in str(err)
     # a metadata byte flipped anywhere
-    data = cm.encode(cm.decode((tmp_path / ".metadata").read_bytes()))
+    data = cm.encode(cm.decode((tmp_path / ".metadata").read_bytes()), version=METADATA_VERSION)
     for index in range(0, len(data), 7):
         flipped = bytearray(data)
         flipped[index] ^= 0x40

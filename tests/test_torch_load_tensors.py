@@ -22,6 +22,7 @@ from inert import ChecksumError, ForeignFormatError, InertError, InvalidValueErr
 from inert._audit import no_execution
 from inert.torch import FileSystemWriter, ShapeMismatchError, load_tensors
 from inert.torch._compat import no_dist_options
+from inert.torch._metadata import METADATA_VERSION
 from inert.torch._tensors import MAX_TILING_CELLS
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
@@ -93,7 +94,7 @@ def merge(path: Path, parts: list[str], name: str, offsets: list[list[int]], siz
         merged[column] = [x for e in entries for x in e[column]]
     meta["tensors"] = [e for e in meta["tensors"] if e["fqn"] not in parts] + [merged]
     meta["planner_data"] = {name: (name,)}
-    (path / ".metadata").write_bytes(cm.encode(meta))
+    (path / ".metadata").write_bytes(cm.encode(meta, version=METADATA_VERSION))
 
 
 def test_chunks_are_assembled(tmp_path: Path) -> None:
@@ -199,11 +200,11 @@ def test_a_forged_size_allocates_nothing(tmp_path: Path) -> None:
     save({"w": torch.ones(4, 4)}, tmp_path)
     meta = cm.decode((tmp_path / ".metadata").read_bytes())
     meta["tensors"][0].update(size=[1 << 20, 1 << 20], chunk_sizes=[1 << 20, 1 << 20])  # 4 TiB in a 64-byte record
-    (tmp_path / ".metadata").write_bytes(cm.encode(meta))
+    (tmp_path / ".metadata").write_bytes(cm.encode(meta, version=METADATA_VERSION))
     with pytest.raises(TruncatedError, match=r"w.chunks\[0\]: a record of \d+ bytes for a chunk of 4398046511104"):
         load_tensors(tmp_path)
     meta["tensors"][0].update(size=[4, 4], chunk_sizes=[4, 4], chunk_byte_lengths=[1 << 40])  # a record past the end
-    (tmp_path / ".metadata").write_bytes(cm.encode(meta))
+    (tmp_path / ".metadata").write_bytes(cm.encode(meta, version=METADATA_VERSION))
     with pytest.raises(TruncatedError, match="ends beyond"):
         load_tensors(tmp_path)
 

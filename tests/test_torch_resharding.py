@@ -32,6 +32,7 @@ import inert.torch._reader as reader_module
 from inert import InvalidValueError
 from inert.torch import FileSystemReader, FileSystemWriter
 from inert.torch._compat import dcp_load, dcp_save
+from inert.torch._metadata import METADATA_VERSION
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
 SIZE = (12, 12)  # divides evenly among 1, 2, 3, 4 and 6 shards
@@ -190,7 +191,7 @@ def test_two_chunks_on_one_byte_range_are_refused(tmp_path: Path) -> None:
     a, b = sorted(doc["tensors"], key=lambda entry: entry["fqn"])
     for field in ("chunk_files", "chunk_byte_offsets", "chunk_byte_lengths", "chunk_crcs"):
         b[field] = a[field]  # "b" claims "a"'s record: one record read into two places
-    (tmp_path / ".metadata").write_bytes(cm.encode(doc))
+    (tmp_path / ".metadata").write_bytes(cm.encode(doc, version=METADATA_VERSION))
     state = {"a": torch.zeros(4), "b": torch.zeros(4)}
     with pytest.raises(CheckpointException) as raised:  # DCP wraps a rank's failure
         dcp_load(state, FileSystemReader(tmp_path))

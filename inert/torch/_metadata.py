@@ -67,6 +67,8 @@ _PROPERTY_DEFAULTS = {
 }
 #: Whether the release records strides (TensorProperties.strides, 2.15 on): then version 2 is written.
 RECORDS_STRIDES = "strides" in {f.name for f in dataclasses.fields(TensorProperties)}
+#: The checkpoint-metadata version this release's writers write.
+METADATA_VERSION = 2 if RECORDS_STRIDES else 1
 _LAYOUT_OF = {name: layout for layout, name in _LAYOUTS.items()}
 _FORMAT_OF = {name: fmt for fmt, name in _FORMATS.items()}
 
@@ -146,7 +148,7 @@ def dumps_metadata(metadata: Metadata) -> bytes:
         "files": list(files),
         "tensors": tensors,
         "values": values,
-    }, version=2 if RECORDS_STRIDES else 1)
+    }, version=METADATA_VERSION)
 
 
 def loads_metadata(data: bytes | bytearray | memoryview, *, max_size: int = codec.MAX_SIZE) -> Metadata:
