@@ -356,7 +356,8 @@ def build(version: int = 1) -> Corpus:
 
     c.refuse_write("UnknownLayout", "layout TILED",
                    {**representative(), "tensors": [{**tensor("t", [1], []), "layout": "TILED",
-                                                     "requires_grad": False, "pin_memory": False}],
+                                                     "requires_grad": False, "pin_memory": False,
+                                                     **({"strides_recorded": False, "strides": []} if version >= 2 else {})}],
                     "planner_data": None}, "write-value")
     return c
 
