@@ -59,7 +59,8 @@ def test_round_trip_against_torch(tmp_path: Path) -> None:
     ours = FileSystemReader(tmp_path / "inert").read_metadata()
     for fqn, md in theirs.state_dict_metadata.items():
         if isinstance(md, TensorStorageMetadata):
-            assert vars(ours.state_dict_metadata[fqn].properties)  # type: ignore[union-attr] == vars(md.properties), fqn
+            mine = ours.state_dict_metadata[fqn]
+            assert isinstance(mine, TensorStorageMetadata) and vars(mine.properties) == vars(md.properties), fqn
     assert _version(tmp_path / "inert" / ".metadata") == (2 if HAS_FIELD else 1)
     if HAS_FIELD:
         assert _strides(ours) == _strides(theirs)
