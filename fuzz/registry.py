@@ -378,6 +378,7 @@ def _tensor_entry(draw: Callable[..., Any], fqn: str, files: int) -> dict[str, A
     offsets: list[int] = []
     sizes: list[int] = []
     chunks = draw(st.integers(0, 3))
+    recorded = draw(st.booleans())
     for _ in range(chunks):
         for dim in size:
             start = draw(st.integers(0, dim))
@@ -397,6 +398,9 @@ def _tensor_entry(draw: Callable[..., Any], fqn: str, files: int) -> dict[str, A
         "chunk_byte_offsets": [draw(st.integers(0, U64_MAX)) for _ in range(chunks)],
         "chunk_byte_lengths": [draw(st.integers(0, U64_MAX)) for _ in range(chunks)],
         "chunk_crcs": [draw(st.integers(0, 0xFFFFFFFF)) for _ in range(chunks)],
+        # version 2 (the latest): strides as PyTorch 2.15 records them, one per dim, or none recorded
+        "strides_recorded": recorded,
+        "strides": [draw(st.integers(0, I64_MAX)) for _ in size] if recorded else [],
     }
 
 
@@ -431,6 +435,7 @@ _TENSOR_ENTRY = {
     "fqn": "w", "dtype": "BFLOAT16", "layout": "STRIDED", "memory_format": "CONTIGUOUS", "requires_grad": False,
     "pin_memory": False, "size": [8, 3], "chunk_offsets": [0, 0, 4, 0], "chunk_sizes": [4, 3, 4, 3],
     "chunk_files": [0, 1], "chunk_byte_offsets": [64, 64], "chunk_byte_lengths": [96, 96], "chunk_crcs": [7, 8],
+    "strides_recorded": True, "strides": [3, 1],
 }
 _METADATA_EXAMPLES: tuple[dict[str, Any], ...] = (
     {

@@ -49,6 +49,7 @@ def entry(fqn: str = "w", chunks: int = 1) -> dict[str, Any]:
         "pin_memory": False, "size": [4 * chunks, 3], "chunk_offsets": [v for i in range(chunks) for v in (4 * i, 0)],
         "chunk_sizes": [4, 3] * chunks, "chunk_files": [0] * chunks, "chunk_byte_offsets": [64 * (i + 1) for i in range(chunks)],
         "chunk_byte_lengths": [96] * chunks, "chunk_crcs": [7] * chunks,
+        "strides_recorded": True, "strides": [3, 1],  # version 2, the latest: the strides 2.15 records
     }
 
 
@@ -153,7 +154,8 @@ def test_unknown_version_names_supported() -> None:
     data = bytearray(cm.encode(METADATA))
     data[8] = 7
     err = both(cm.decode, bytes(data))[0]
-    assert isinstance(err, VersionError) and "version 7 is not supported (this reader knows 1)" in str(err)
+    known = ", ".join(map(str, sorted(cm.VERSIONS)))
+    assert isinstance(err, VersionError) and f"version 7 is not supported (this reader knows {known})" in str(err)
 
 
 def test_every_flipped_byte_is_detected() -> None:

@@ -37,6 +37,7 @@ from inert.cli.support import Progress
 from inert.dump import Row, dump
 from inert.torch import TORCH_VERSION, FileSystemReader, FileSystemWriter, loads_metadata
 from inert.torch._compat import dcp_save
+from inert.torch._metadata import METADATA_VERSION
 from inert.torch._writer import UNCOMPRESSED_VERSION
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled", "ignore::UserWarning")
@@ -172,6 +173,8 @@ def test_inspect_names_each_inert_file_by_magic_and_version(made: dict[str, Path
         written = importlib.import_module(f"inert.codecs.{fmt.replace('-', '_')}").LATEST  # what the writers write
         if fmt == "checkpoint-shard":
             written = UNCOMPRESSED_VERSION  # an uncompressed save writes the oldest version that holds it
+        elif fmt == "checkpoint-metadata":
+            written = METADATA_VERSION  # v2 only on releases that record strides
         assert code == 0 and summary["format"] == fmt and summary["version"] == written, path
     shard = json.loads(run_cli("inspect", "--json", str(made["inert"] / "__0_0.distcp"), capsys=capsys)[1])
     values = len(OPTIM_VALUES)

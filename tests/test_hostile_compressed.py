@@ -25,6 +25,7 @@ from torch.distributed.checkpoint._extension import ZStandard
 
 from inert._zstd import VALUE_MAX_RATIO, deflate
 from inert.torch import FileSystemWriter
+from inert.torch._metadata import METADATA_VERSION
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
 MIB = 1 << 20
@@ -113,7 +114,7 @@ def _nil_bomb(tmp_path: Path) -> tuple[Path, Path]:
     record = stored + struct.pack("<I", zlib.crc32(stored))
     data_file.write_bytes(data[:at] + record)
     entry.update(byte_offset=at, byte_length=len(record), crc=zlib.crc32(stored))
-    (hostile / ".metadata").write_bytes(cm.encode(meta))
+    (hostile / ".metadata").write_bytes(cm.encode(meta, version=METADATA_VERSION))
     assert len(frame) < 1100 and _size(hostile) - _size(warm) < 1200
     return warm, hostile
 
@@ -181,7 +182,7 @@ def test_verify_of_512_mib_of_zeros_in_16_kb_inflates_a_block_at_a_time(tmp_path
     meta["tensors"][0]["size"] = [64 << 20, 2]  # the same bytes under another shape: the inflated header differs
     meta["tensors"][0]["chunk_sizes"] = [64 << 20, 2]
     meta["tensors"][0]["chunk_offsets"] = [0, 0]
-    (hostile / ".metadata").write_bytes(cm.encode(meta))
+    (hostile / ".metadata").write_bytes(cm.encode(meta, version=METADATA_VERSION))
     cost, outcome = _measure("verify", warm, hostile)
     assert outcome.startswith("exit 1") and "w: record holds (134217728,) torch.float32" in outcome, outcome
     assert cost["rss"] <= 100 * size + 8 * MIB, cost

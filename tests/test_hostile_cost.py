@@ -36,6 +36,7 @@ from inert._allowlist import RefusedGlobal, load_legacy_metadata
 from inert.cli.inspect import inspect_path
 from inert.dump import Row, dump, load
 from inert.torch import FileSystemWriter, load_tensors
+from inert.torch._metadata import METADATA_VERSION
 from inert.torch._reader import MAX_VALUE_LEN
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
@@ -58,7 +59,7 @@ def _edit_metadata(path: Path, change: Any, *skip: str) -> None:
     with contextlib.ExitStack() as stack:
         for rule in skip:
             stack.enter_context(_forged(rule))
-        (path / ".metadata").write_bytes(cm.encode(meta))
+        (path / ".metadata").write_bytes(cm.encode(meta, version=METADATA_VERSION))
 
 
 def test_spec_value_cap_is_the_reader_cap() -> None:

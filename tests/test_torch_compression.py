@@ -36,6 +36,7 @@ from inert._checks import MAX_INFLATED
 from inert._codec_runtime import read_file_header
 from inert._zstd import Inflation, deflate, inflate
 from inert.torch import FileSystemReader, FileSystemWriter, load_tensors
+from inert.torch._metadata import METADATA_VERSION
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
 
@@ -199,7 +200,7 @@ def _replace_record(path: Path, fqn: str, record: bytes) -> None:
     data_file.write_bytes(bytes(data) + bytes(at - len(data)) + record)
     entry = next(e for e in meta["tensors"] if e["fqn"] == fqn)
     entry.update(chunk_byte_offsets=[at], chunk_byte_lengths=[len(record)], chunk_crcs=[zlib.crc32(record[:-4])])
-    (path / ".metadata").write_bytes(cm.encode(meta))
+    (path / ".metadata").write_bytes(cm.encode(meta, version=METADATA_VERSION))
 
 
 def _zstd_record(inflated_length: int, frame: bytes) -> bytes:

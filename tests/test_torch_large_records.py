@@ -30,6 +30,7 @@ import inert.torch
 from inert import ChecksumError, InertError, InvalidValueError, TruncatedError
 from inert.torch import FileSystemWriter, ShapeMismatchError
 from inert.torch._compat import TORCH_DTYPES, no_dist_options
+from inert.torch._metadata import METADATA_VERSION
 from inert.torch._payload import BLOCK, CRC32_IMPLEMENTATION, crc32
 from inert.torch._writer import UNCOMPRESSED_VERSION, tensor_header
 
@@ -181,7 +182,7 @@ def test_shape_is_checked_before_any_byte_is_copied(tmp_path: Path) -> None:
     meta = cm.decode((tmp_path / ".metadata").read_bytes())
     entry = next(e for e in meta["tensors"] if e["fqn"] == "f32")
     entry["chunk_crcs"][0] = struct.unpack("<I", forged[-4:])[0]
-    (tmp_path / ".metadata").write_bytes(cm.encode(meta))
+    (tmp_path / ".metadata").write_bytes(cm.encode(meta, version=METADATA_VERSION))
     target = {"f32": torch.zeros(700, 1024)}
     err = failure(target, tmp_path)
     assert isinstance(err, ShapeMismatchError) and "(1024, 700)" in str(err)
@@ -232,7 +233,7 @@ def test_a_large_value_record_where_a_tensor_is_expected(tmp_path: Path) -> None
     entry, value = meta["tensors"][0], meta["values"][0]
     for column, key in (("chunk_byte_offsets", "byte_offset"), ("chunk_byte_lengths", "byte_length"), ("chunk_crcs", "crc")):
         entry[column][0] = value[key]
-    (tmp_path / ".metadata").write_bytes(cm.encode(meta))
+    (tmp_path / ".metadata").write_bytes(cm.encode(meta, version=METADATA_VERSION))
     for verify in (True, False):
         err = failure({"w": torch.zeros(100_000)}, tmp_path, verify_checksums=verify)
         assert isinstance(err, InvalidValueError) and "a value record where the metadata has a tensor" in str(err)

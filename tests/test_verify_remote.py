@@ -24,6 +24,7 @@ from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, Metadata
 from inert.cli.verify import Report, verify_path
 from inert.dump import Row, dump
 from inert.torch import FileSystemWriter, dumps_metadata, loads_metadata
+from inert.torch._metadata import METADATA_VERSION
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
 
@@ -84,7 +85,7 @@ def _value_bomb(root: Path) -> Path:
     record = stored + struct.pack("<I", zlib.crc32(stored))
     data_file.write_bytes(data_file.read_bytes()[:at] + record)
     entry.update(byte_length=len(record), crc=zlib.crc32(stored))
-    (path / ".metadata").write_bytes(cm.encode(meta))
+    (path / ".metadata").write_bytes(cm.encode(meta, version=METADATA_VERSION))
     return path
 
 
@@ -96,7 +97,7 @@ def _tensor_reshaped(root: Path) -> Path:
     tensor = meta["tensors"][0]
     tensor["size"] = tensor["chunk_sizes"] = [8 << 20, 2]
     tensor["chunk_offsets"] = [0, 0]
-    (path / ".metadata").write_bytes(cm.encode(meta))
+    (path / ".metadata").write_bytes(cm.encode(meta, version=METADATA_VERSION))
     return path
 
 

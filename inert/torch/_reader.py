@@ -673,69 +673,10 @@ class FileSystemReader(StorageReader):
             _check_crc(crc, stored, name, item, info)
         return target
 
-    def check_streamed(self, fd: int, name: str, item: ReadItem, info: InertStorageInfo) -> bool:
-        """Check a whole tensor record without holding it: its header first (as ``_load_direct`` does), then
-        its payload read a block at a time into one reused buffer and checksummed (``inert verify``: nothing
-        is loaded, so memory is a block, whatever length the metadata declares for a record of a sparse file).
-        A compressed record is inflated a block at a time (``_check_inflated``).  False: the record takes the
-        general path (a bool record, whose bytes the codec checks one by one).
-        """
-        expected = self._expected(item, info)
-        scratch = None if expected[0] == torch.bool else _SCRATCH.view(info.length)
-        if scratch is None:
-            return False
-        read_into(fd, info.offset, scratch[: min(info.length, _HEAD_MAX)], None, name)
-        if scratch[0] == shard.RecordKindV2.ZSTD and self._file_versions[name] >= 2:
-            return self._check_inflated(fd, name, item, info, expected)
-        if scratch[0] != shard.RecordKind.TENSOR:
-            return False
-        stored = _CRC.unpack_from(_read_tail(fd, info, name))[0]
-        placed = self._checked_head(scratch, stored, name, item, info, expected, None, lambda: _file_crc(fd, info, name))
-        if placed is None:
-            return False
-        start, nbytes, crc = placed
-        if crc is None:  # unverified: the header was all there was to check
-            return True
-        block = _block()
-        for at in range(0, nbytes, BLOCK):
-            crc = read_into(fd, info.offset + start + at, block[: min(BLOCK, nbytes - at)], crc, name)
-        _check_crc(crc or 0, stored, name, item, info)
-        return True
-
     def chunk_bytes(self, item: ReadItem, info: InertStorageInfo) -> int:
         """The bytes of the tensor chunk the metadata declares for a read item's record."""
         dtype, shape = self._expected(item, info)
         return math.prod(shape) * dtype.itemsize
-
-    def _check_inflated(self, fd: int, name: str, item: ReadItem, info: InertStorageInfo, expected: Any) -> bool:
-        """A compressed tensor record checked without holding what it inflates to: the stored record read and
-        checksummed (its own length), then its frame inflated a block at a time into one reused buffer, once the
-        inflated header is the very bytes a writer makes for the metadata's dtype and shape (else the header
-        alone says what is wrong; False: the general path does)."""
-        dtype, shape = expected
-        if tuple(item.lengths) != shape:
-            return False
-        view = memoryview(bytearray(info.length))
-        read_into(fd, info.offset, view, None, name)
-        record = self._decode(view, name, item, info, self.verify_checksums)
-        if record["crc32"] != info.crc32:
-            raise ChecksumError("checkpoint-shard", info.offset + info.length - 4, item.storage_index.fqn,
-                                f"record CRC-32 {record['crc32']:#010x}, the metadata expects {info.crc32:#010x}")
-        inflation = self._inflation(record["body"], name, item, info)
-        header = tensor_header(dtype_name(dtype, item.storage_index.fqn), list(shape), math.prod(shape) * dtype.itemsize)
-        head = bytearray(len(header))
-        inflation.into(memoryview(head))
-        if head != header:  # named from the inflated header alone, in a mapping of the inflated length
-            scratch = _SCRATCH.view(inflation.length)
-            if scratch is not None:
-                scratch[: len(head)] = head
-                self._check_tensor(self._decode_inflated(scratch, name, item, info), item, info)
-            return False
-        block = _block()
-        for at in range(len(header), inflation.length, BLOCK):
-            inflation.into(block[: min(BLOCK, inflation.length - at)])
-        inflation.end()
-        return True
 
     def _direct_target(self, item: ReadItem, info: InertStorageInfo, resolve: Resolve) -> tuple[torch.Tensor, Any] | None:
         """The destination and the metadata's expectation when a record's payload may go straight into it, else None."""
