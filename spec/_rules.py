@@ -192,7 +192,8 @@ VALUE_RULES: tuple[SpecRule, ...] = (
     _value("typed-dtype-code", "The dtype code of an array, array scalar or torch.dtype extension is a DType value, "
            "1 to 20 (a torch.dtype may be any of them; an array's or array scalar's must then be one numpy has: "
            "`value.typed-array`, `value.typed-array-scalar`).", "unknown-tag", r"^(array|array scalar|torch\.dtype) extension: "),
-    _value("typed-array-scalar", "An array scalar extension (8) holds a dtype then exactly its itemsize bytes.",
+    _value("typed-array-scalar", "An array scalar extension (8) holds a dtype then exactly its itemsize bytes; a BOOL "
+           "scalar's byte is 0 or 1.",
            "invalid-value", r"^array scalar extension: "),
     _value("typed-size", "A torch.Size extension (9) holds a document of an array of at most 64 ints 0..2**63-1.",
            "invalid-value", r"^torch\.Size extension: "),
