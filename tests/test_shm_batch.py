@@ -16,9 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-from inert.codecs import shm_descriptor, shm_message
+from inert.codecs import shm_descriptor, shm_message, shm_samples_meta
 
 import inert
+from inert import _samples_layout
 from inert._extras import install_hint
 from inert.shm import MAX_SAMPLE_DEPTH, SAMPLE_ALIGNMENT, ChannelClosedError, EndOfData, WorkerDiedError, WorkerTaskError
 from inert.shm._batch import (
@@ -284,6 +285,66 @@ def test_bool_bytes_other_than_0_and_1_are_refused(size: int) -> None:
     written.poke(SAMPLE_ALIGNMENT + size - 1, b"\x02")
     exc = _expect(written, inert.InvalidValueError, "shm-samples-meta", SAMPLE_ALIGNMENT, "samples[1]")
     assert exc.reason == "bool byte 2 is not 0 or 1"
+
+
+# --- the layout caches (inert._samples_layout, shared with inert.dali) ------------------------------
+
+
+def test_a_layout_read_before_still_has_its_bool_bytes_checked() -> None:
+    written = Written(SIMPLE)
+    assert_same(written.read(), SIMPLE)
+    cached = _samples_layout._last[2]
+    written.poke(SAMPLE_ALIGNMENT + 1, b"\xff")
+    exc = _expect(written, inert.InvalidValueError, "shm-samples-meta", SAMPLE_ALIGNMENT, "samples[1]")
+    assert exc.reason == "bool byte 255 is not 0 or 1"
+    assert _samples_layout._last[2] is cached  # the structure came from the cache, the bytes did not
+
+
+# Bytes of a 1-d array's record with a 3-letter dtype: kind, offset, nbytes, dtype length and text, ndim, dim.
+_RECORD = 1 + 8 + 8 + 8 + 3 + 4 + 8
+
+
+def test_the_same_meta_is_checked_again_against_a_smaller_chunk() -> None:
+    meta = plan_batch([np.zeros(4096, np.uint8), np.zeros(8, np.uint8)]).meta
+    assert [s["offset"] for s in _samples_layout.decode_layout(meta, 8192).samples] == [0, 4096]
+    with pytest.raises(inert.InvalidValueError) as caught:
+        _samples_layout.decode_layout(meta, 4096)
+    assert (caught.value.field, caught.value.offset) == ("samples[1].nbytes", 8 + _RECORD + 1)
+
+
+def test_a_meta_differing_in_one_byte_is_decoded_afresh() -> None:
+    meta = plan_batch([np.zeros(4, np.int32), np.zeros(4, np.int32)]).meta
+    first = _samples_layout.decode_layout(meta, 1 << 20)
+    changed = bytearray(meta)
+    offset_at = 8 + _RECORD + 1  # the second sample's offset, after the count, the first record and its kind
+    assert struct.unpack_from("<Q", changed, offset_at) == (SAMPLE_ALIGNMENT,)
+    struct.pack_into("<Q", changed, offset_at, 2 * SAMPLE_ALIGNMENT)
+    second = _samples_layout.decode_layout(bytes(changed), 1 << 20)
+    assert [s["offset"] for s in first.samples] == [0, SAMPLE_ALIGNMENT]
+    assert [s["offset"] for s in second.samples] == [0, 2 * SAMPLE_ALIGNMENT]
+    assert _samples_layout.decode_layout(meta, 1 << 20) is first
+
+
+def test_layout_caches_are_bounded() -> None:
+    for n in range(3 * _samples_layout._SLOTS):
+        _samples_layout.decode_layout(plan_batch([np.zeros(n, np.int8)]).meta, 1 << 20)
+    assert len(_samples_layout._layouts) <= _samples_layout._SLOTS
+    assert len(_samples_layout._encodings) <= _samples_layout._SLOTS
+    many = [np.zeros(1, np.int8)] * (_samples_layout._MAX_CACHED_BYTES // 30)
+    meta = plan_batch(many).meta
+    assert len(meta) > _samples_layout._MAX_CACHED_BYTES
+    layout = _samples_layout.decode_layout(meta, 1 << 30)
+    assert len(layout.samples) == len(many)
+    assert (meta, 1 << 30) not in _samples_layout._layouts and _samples_layout._last[0] != meta
+
+
+def test_a_batch_shaped_like_the_last_reuses_its_encoded_meta() -> None:
+    plan = plan_batch(SIMPLE)
+    again = plan_batch([np.ones((2, 3), np.float32), np.array([False, True])])
+    assert again.meta is plan.meta and [o for o, _ in again.arrays] == [o for o, _ in plan.arrays]
+    samples = shm_samples_meta.decode(plan.meta)["samples"]
+    assert [(s["offset"], s["nbytes"]) for s in samples] == [(0, 24), (SAMPLE_ALIGNMENT, 2)]
+    assert plan_batch([np.ones((3, 2), np.float32), np.array([False, True])]).meta != plan.meta
 
 
 def test_zero_size_sample_with_a_shape_numpy_cannot_hold_is_refused() -> None:

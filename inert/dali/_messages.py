@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from inert._errors import InvalidValueError
+from inert._samples_layout import COMPLETED_TASK_AT
 from inert.codecs import shm_message
 
 from ._host import _dali
@@ -20,7 +21,7 @@ _MAX_MESSAGE_BYTES = 1 + 4 * 8 + 1 + 2 * 8 + 1 + 8 + _MAX_TEXT_LEN + 1 + 8 + _MA
 
 # Byte offsets of fields in a ``shm-message`` CompletedTask, for errors about
 # values that are well-formed but do not fit the pool that reads them.
-_AT_WORKER_ID, _AT_CONTEXT_I, _AT_SCHEDULED_I, _AT_MINIBATCH_I, _AT_META = 1, 9, 17, 25, 33
+_AT = COMPLETED_TASK_AT
 
 _MessageType = shm_message.MessageType
 _TaskKind = shm_message.TaskKind
@@ -123,9 +124,8 @@ def _completed_task(value: dict[str, Any]) -> Any:
     exc = value["exception"]
     kind = exc["kind"]
     if (meta is None) == (kind == _ExceptionKind.NONE):
-        raise InvalidValueError(
-            shm_message.FORMAT, _AT_META, "meta", "a completed task carries either a batch or an exception, not both or neither"
-        )
+        reason = "a completed task carries either a batch or an exception, not both or neither"
+        raise InvalidValueError(shm_message.FORMAT, _AT["meta"], "meta", reason)
     exception: BaseException | None = None
     if kind == _ExceptionKind.STOP_ITERATION:
         exception = StopIteration(exc["message"])

@@ -8,10 +8,11 @@ import weakref
 from typing import Any
 
 from inert._errors import InvalidValueError, LimitError
+from inert._samples_layout import COMPLETED_TASK_AT as _AT
 from inert.codecs import shm_descriptor, shm_message
 
 from ._host import _dali, _original
-from ._messages import _AT_CONTEXT_I, _AT_MINIBATCH_I, _AT_SCHEDULED_I, _AT_WORKER_ID, _MAX_MESSAGE_BYTES, _read_result
+from ._messages import _MAX_MESSAGE_BYTES, _read_result
 
 # DALI's own alignment (``SharedBatchWriter``): chunks grow in 4096-byte steps.
 _BUFFER_ALIGNMENT = 4096
@@ -60,17 +61,18 @@ def _check_belongs(pool: Any, context: Any, completed: Any, desc: Any) -> None:
     """A completed task answers a task this pool scheduled on the chunk it names."""
     fmt = shm_message.FORMAT
     if completed.worker_id != desc.worker_id:
-        raise InvalidValueError(fmt, _AT_WORKER_ID, "worker_id", f"{completed.worker_id}, the descriptor says {desc.worker_id}")
+        reason = f"{completed.worker_id}, the descriptor says {desc.worker_id}"
+        raise InvalidValueError(fmt, _AT["worker_id"], "worker_id", reason)
     context_i = completed.context_i
     if not 0 <= context_i < len(pool.contexts) or pool.contexts[context_i] is not context:
-        raise InvalidValueError(fmt, _AT_CONTEXT_I, "context_i", f"{context_i} does not own chunk {desc.shm_chunk_id}")
+        raise InvalidValueError(fmt, _AT["context_i"], "context_i", f"{context_i} does not own chunk {desc.shm_chunk_id}")
     scheduled_i = completed.scheduled_i
     minibatches = context.scheduled_minibatches.get(scheduled_i)
     if minibatches is None:
-        raise InvalidValueError(fmt, _AT_SCHEDULED_I, "scheduled_i", f"no batch {scheduled_i} awaits results")
+        raise InvalidValueError(fmt, _AT["scheduled_i"], "scheduled_i", f"no batch {scheduled_i} awaits results")
     if not 0 <= completed.minibatch_i < minibatches:
         raise InvalidValueError(
-            fmt, _AT_MINIBATCH_I, "minibatch_i", f"{completed.minibatch_i} outside 0..{minibatches - 1} of batch {scheduled_i}"
+            fmt, _AT["minibatch_i"], "minibatch_i", f"{completed.minibatch_i} outside 0..{minibatches - 1} of batch {scheduled_i}"
         )
 
 

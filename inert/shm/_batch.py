@@ -9,6 +9,8 @@ The samples meta is an ``shm-samples-meta`` value; the CompletedTask an
 failed task is a CompletedTask alone at offset 0.  The parent decodes the
 message and the meta completely, checks every array against the chunk and the
 layout, and only then builds numpy views on the chunk (zero-copy, read-only).
+The layout, its caches and the views are ``inert._samples_layout``'s, shared
+with ``inert.dali``.
 """
 
 from __future__ import annotations
@@ -23,7 +25,17 @@ import numpy as np
 
 from inert import _checks
 from inert._errors import ChecksumError, InertError, InvalidValueError, WriteTypeError, WriteValueError
-from inert._sample_bytes import BOOL_DTYPE, check_bool_bytes
+from inert._samples_layout import (
+    COMPLETED_TASK_AT,
+    MAX_SAMPLE_DEPTH,
+    SAMPLE_ALIGNMENT,
+    align_up,
+    build_samples,
+    check_before,
+    check_bools,
+    decode_layout,
+    encode_layout,
+)
 from inert.codecs import shm_message, shm_samples_meta
 
 from ._memory import MappedChunk
@@ -47,18 +59,9 @@ __all__ = [
     "checksums",
 ]
 
-#: Each sample starts at a multiple of this (as DALI writes them).
-SAMPLE_ALIGNMENT = 128
-#: Deepest nesting of tuples and lists; equals the spec's shm-samples-meta MAX_DEPTH.
-MAX_SAMPLE_DEPTH = 64
 #: Longest exception message or traceback a worker sends, in UTF-8 bytes (the format allows 1 MiB).
 MAX_TEXT_BYTES = 64 * 1024
-# Where the fields of a CompletedTask sit in its encoding (after the type byte).
-_FIELD_OFFSETS = {"worker_id": 1, "context_i": 9, "scheduled_i": 17, "minibatch_i": 25, "meta": 33}
-
-
-def _align(value: int, alignment: int) -> int:
-    return -(-value // alignment) * alignment
+_ARRAY, _TUPLE, _LIST = shm_samples_meta.SampleKind.ARRAY, shm_samples_meta.SampleKind.TUPLE, shm_samples_meta.SampleKind.LIST
 
 
 def at_offset(exc: InertError, base: int) -> InertError:
@@ -84,22 +87,20 @@ class TaskHeader:
 
 @dataclasses.dataclass
 class PlannedBatch:
-    """A batch checked and placed: its samples meta and where each array goes."""
+    """A batch checked and placed: its encoded samples meta and where each array goes."""
 
-    meta: dict[str, Any]
+    meta: bytes
     arrays: list[tuple[int, np.ndarray]]
     data_size: int
 
 
-def _plan_sample(sample: Any, path: str, depth: int, arrays: list[tuple[int, np.ndarray]], end: int) -> tuple[Any, int]:
+def _plan_sample(sample: Any, path: str, depth: int, arrays: list[np.ndarray]) -> tuple[Any, ...]:
+    """The layout of one sample (see ``encode_layout``), checked; its arrays, C-contiguous, go to ``arrays``."""
     if depth > MAX_SAMPLE_DEPTH:
         raise WriteValueError(shm_samples_meta.FORMAT, path, f"nesting exceeds max_depth({MAX_SAMPLE_DEPTH})")
     if isinstance(sample, (tuple, list)):
-        items = []
-        for i, item in enumerate(sample):
-            value, end = _plan_sample(item, f"{path}.items[{i}]", depth + 1, arrays, end)
-            items.append(value)
-        return {"kind": "TUPLE" if isinstance(sample, tuple) else "LIST", "items": items}, end
+        items = tuple([_plan_sample(item, f"{path}.items[{i}]", depth + 1, arrays) for i, item in enumerate(sample)])
+        return (_TUPLE if isinstance(sample, tuple) else _LIST, items)
     if not isinstance(sample, (np.ndarray, np.generic)):
         raise WriteTypeError(
             shm_samples_meta.FORMAT,
@@ -114,10 +115,8 @@ def _plan_sample(sample: Any, path: str, depth: int, arrays: list[tuple[int, np.
         )
     if not array.flags.c_contiguous:
         array = array.copy(order="C")
-    offset = _align(end, SAMPLE_ALIGNMENT)
-    arrays.append((offset, array))
-    meta = {"kind": "ARRAY", "offset": offset, "nbytes": array.nbytes, "dtype": dtype, "shape": list(array.shape)}
-    return meta, offset + array.nbytes
+    arrays.append(array)
+    return (_ARRAY, dtype, array.shape)
 
 
 def plan_batch(batch: Sequence[Any]) -> PlannedBatch:
@@ -129,13 +128,10 @@ def plan_batch(batch: Sequence[Any]) -> PlannedBatch:
     """
     if not isinstance(batch, (list, tuple)):
         raise WriteTypeError(shm_samples_meta.FORMAT, "samples", f"a batch is a list of samples, not {type(batch).__name__}")
-    arrays: list[tuple[int, np.ndarray]] = []
-    samples = []
-    end = 0
-    for i, sample in enumerate(batch):
-        value, end = _plan_sample(sample, f"samples[{i}]", 1, arrays, end)
-        samples.append(value)
-    return PlannedBatch({"samples": samples}, arrays, end)
+    arrays: list[np.ndarray] = []
+    layout = tuple([_plan_sample(sample, f"samples[{i}]", 1, arrays) for i, sample in enumerate(batch)])
+    encoded = encode_layout(layout, [array.nbytes for array in arrays])
+    return PlannedBatch(encoded.meta, list(zip(encoded.offsets, arrays, strict=True)), encoded.data_end)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,8 +149,8 @@ class ResultLayout:
 
 
 def layout_success(plan: PlannedBatch, header: TaskHeader) -> ResultLayout:
-    meta = shm_samples_meta.encode(plan.meta)
-    meta_offset = _align(plan.data_size, 8)
+    meta = plan.meta
+    meta_offset = align_up(plan.data_size, 8)
     message = shm_message.encode(
         header.completed_task(meta={"offset": meta_offset, "size": len(meta)}, exception={"kind": "NONE"}, traceback=None)
     )
@@ -250,10 +246,11 @@ def read_result(
         raise InvalidValueError(shm_message.FORMAT, offset, "type", f"{message['type'].name} where a CompletedTask belongs")
     for name, want in dataclasses.asdict(expected).items():
         if message[name] != want:
-            raise InvalidValueError(shm_message.FORMAT, offset + _FIELD_OFFSETS[name], name, f"{message[name]}, expected {want}")
+            reason = f"{message[name]}, expected {want}"
+            raise InvalidValueError(shm_message.FORMAT, offset + COMPLETED_TASK_AT[name], name, reason)
     meta = message["meta"]
     has_exception = message["exception"]["kind"] != shm_message.ExceptionKind.NONE
-    where = offset + _FIELD_OFFSETS["meta"]
+    where = offset + COMPLETED_TASK_AT["meta"]
     if meta is None and not has_exception:
         raise InvalidValueError(shm_message.FORMAT, where, "meta", "absent from a task that did not fail")
     if meta is not None and meta["offset"] + meta["size"] > offset:
@@ -264,38 +261,6 @@ def read_result(
             f"bytes {meta['offset']}..{meta['offset'] + meta['size']} do not lie before the message at {offset}",
         )
     return message
-
-
-def _check_views(sample: dict[str, Any], data_end: int, view: memoryview, base: int) -> None:
-    """Check each array against the layout and each bool array's bytes; the field path is added on the way out.
-
-    What numpy needs of a shape the codec has checked (shm-samples-meta's ``check_array_sample``).
-    """
-    if sample["kind"] != shm_samples_meta.SampleKind.ARRAY:
-        for i, item in enumerate(sample["items"]):
-            try:
-                _check_views(item, data_end, view, base)
-            except InertError as exc:
-                raise exc.within(f"items[{i}]") from None
-        return
-    offset, nbytes = sample["offset"], sample["nbytes"]
-    if offset + nbytes > data_end:
-        raise InvalidValueError(
-            shm_samples_meta.FORMAT, base, "nbytes", f"bytes {offset}..{offset + nbytes} overlap the meta at {data_end}"
-        )
-    if sample["dtype"] == BOOL_DTYPE:
-        check_bool_bytes(shm_samples_meta.FORMAT, view, offset, nbytes)
-
-
-def _build_views(sample: dict[str, Any], buffer: Any) -> Any:
-    kind = sample["kind"]
-    if kind == shm_samples_meta.SampleKind.TUPLE:
-        return tuple(_build_views(item, buffer) for item in sample["items"])
-    if kind == shm_samples_meta.SampleKind.LIST:
-        return [_build_views(item, buffer) for item in sample["items"]]
-    dtype = np.dtype(sample["dtype"])
-    count = sample["nbytes"] // dtype.itemsize
-    return np.frombuffer(buffer, dtype, count=count, offset=sample["offset"]).reshape(sample["shape"])
 
 
 def read_samples(chunk: MappedChunk, meta: dict[str, int], crc32: int | None = None) -> list[Any]:
@@ -313,13 +278,9 @@ def read_samples(chunk: MappedChunk, meta: dict[str, int], crc32: int | None = N
     offset, size = meta["offset"], meta["size"]
     data = _private_copy(chunk, shm_samples_meta.FORMAT, offset, size, crc32)
     try:
-        decoded = shm_samples_meta.decode(data, chunk_size=chunk.capacity)
+        layout = decode_layout(data, chunk.capacity)
     except InertError as exc:
         raise at_offset(exc, offset) from None
-    samples = decoded["samples"]
-    for i, sample in enumerate(samples):
-        try:
-            _check_views(sample, offset, chunk.view, offset)
-        except InertError as exc:
-            raise exc.within(f"samples[{i}]") from None
-    return [_build_views(sample, chunk.buffer) for sample in samples]
+    check_before(layout, offset)
+    check_bools(chunk.view, layout)
+    return build_samples(chunk.buffer, layout.samples)

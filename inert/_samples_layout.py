@@ -1,0 +1,232 @@
+"""The layout of a finished batch in a shared-memory chunk, shared by ``inert.shm`` and ``inert.dali``.
+
+The layout is DALI's::
+
+    [sample data, each array 128-byte aligned | samples meta | CompletedTask]
+
+The samples meta is an ``shm-samples-meta`` value, the CompletedTask an
+``shm-message`` value whose ``meta`` says where the samples meta lies.  This
+module places a batch's arrays and encodes their meta (writers), and decodes a
+samples meta into the samples it describes and builds them over the chunk
+(readers).
+
+Both directions are cached by layout: batches of a pipeline with fixed shapes
+repeat the same layout, and so the same samples-meta bytes, batch after batch.
+Decoding is a pure function of the bytes and the chunk size, so identical input
+reuses the value decoded before (which nothing mutates); only successful
+decodes of small inputs are kept, in a few slots.  The bytes of bool arrays
+change every batch: :func:`check_bools` checks them on every read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from inert._errors import InvalidValueError
+from inert._sample_bytes import BOOL_DTYPE, check_bool_bytes
+from inert.codecs import shm_samples_meta
+
+__all__ = [
+    "SAMPLE_ALIGNMENT",
+    "MAX_SAMPLE_DEPTH",
+    "COMPLETED_TASK_AT",
+    "align_up",
+    "EncodedLayout",
+    "encode_layout",
+    "SamplesLayout",
+    "decode_layout",
+    "check_bools",
+    "check_before",
+    "build_samples",
+]
+
+#: Each array starts at a multiple of this (DALI's ``SharedBatchWriter.SAMPLE_ALIGNMENT``).
+SAMPLE_ALIGNMENT = 128
+#: Deepest nesting of tuples and lists (``MAX_DEPTH`` in ``inert.spec.shm_samples_meta``).
+MAX_SAMPLE_DEPTH = 64
+#: Byte offset of each field of an ``shm-message`` CompletedTask in its encoding: after the type
+#: byte, four ``Int64sl`` (``CompletedTask`` in ``inert.spec.shm_message``), then the optional meta.
+COMPLETED_TASK_AT = {"worker_id": 1, "context_i": 9, "scheduled_i": 17, "minibatch_i": 25, "meta": 33}
+
+_FORMAT = shm_samples_meta.FORMAT
+_ARRAY = shm_samples_meta.SampleKind.ARRAY
+_TUPLE = shm_samples_meta.SampleKind.TUPLE
+_ndarray = np.ndarray
+
+# The caches' bounds: slots, and the largest input a slot keeps.
+_SLOTS = 8
+_MAX_CACHED_BYTES = 1 << 16
+_MAX_CACHED_ARRAYS = 1 << 12
+
+
+def align_up(value: int, alignment: int) -> int:
+    return -(-value // alignment) * alignment
+
+
+# --- writers -------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class EncodedLayout:
+    """The samples meta of a batch layout: its bytes, each array's offset, and the end of the last array."""
+
+    meta: bytes
+    offsets: list[int]
+    data_end: int
+
+
+_encodings: dict[tuple[Any, ...], EncodedLayout] = {}
+
+
+def _meta_value(layout: tuple[Any, ...], nbytes: Iterator[int], offsets: list[int], end: int) -> tuple[dict[str, Any], int]:
+    kind = layout[0]
+    if kind == _ARRAY:
+        offset = align_up(end, SAMPLE_ALIGNMENT)
+        offsets.append(offset)
+        size = next(nbytes)
+        return {"kind": kind, "offset": offset, "nbytes": size, "dtype": layout[1], "shape": layout[2]}, offset + size
+    items = []
+    for child in layout[1]:
+        item, end = _meta_value(child, nbytes, offsets, end)
+        items.append(item)
+    return {"kind": kind, "items": items}, end
+
+
+def encode_layout(layout: tuple[Any, ...], nbytes: list[int]) -> EncodedLayout:
+    """The samples meta of a batch whose samples have ``layout``, arrays placed from offset 0.
+
+    A sample's layout is ``(ARRAY, dtype.str, shape)`` for an array and ``(TUPLE or LIST,
+    (item layouts...))`` for a tuple or list; ``nbytes`` gives each array's size in order
+    (a function of its dtype and shape).  Cached by layout.
+    """
+    encoded = _encodings.get(layout)
+    if encoded is None:
+        offsets: list[int] = []
+        samples = []
+        end = 0
+        sizes = iter(nbytes)
+        for sample in layout:
+            value, end = _meta_value(sample, sizes, offsets, end)
+            samples.append(value)
+        encoded = EncodedLayout(shm_samples_meta.encode({"samples": samples}), offsets, end)
+        if len(nbytes) <= _MAX_CACHED_ARRAYS:
+            if len(_encodings) >= _SLOTS:
+                _encodings.clear()
+            _encodings[layout] = encoded
+    return encoded
+
+
+# --- readers -------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplesLayout:
+    """A decoded samples meta: its samples, where its bool arrays lie, and the end of the array ending last."""
+
+    samples: list[dict[str, Any]]
+    bools: list[tuple[str, int, int]]  # (field path, offset, nbytes)
+    data_end: int
+
+
+def _walk(samples: list[dict[str, Any]], path: str, bools: list[tuple[str, int, int]]) -> int:
+    """The end of the array ending last in ``samples``; each bool array's (path, offset, nbytes) goes to ``bools``."""
+    end = 0
+    for i, sample in enumerate(samples):
+        if sample["kind"] == _ARRAY:
+            end = max(end, sample["offset"] + sample["nbytes"])
+            if sample["dtype"] == BOOL_DTYPE:
+                bools.append((f"{path}[{i}]", sample["offset"], sample["nbytes"]))
+        else:
+            end = max(end, _walk(sample["items"], f"{path}[{i}].items", bools))
+    return end
+
+
+_layouts: dict[tuple[bytes, int], SamplesLayout] = {}
+# The layout decoded or found last: a pipeline with fixed shapes finds it without hashing the bytes.
+_last: tuple[bytes, int, SamplesLayout | None] = (b"", -1, None)
+
+
+def decode_layout(data: bytes, chunk_size: int) -> SamplesLayout:
+    """The samples meta in ``data`` decoded and checked by ``shm-samples-meta`` against a chunk of ``chunk_size`` bytes.
+
+    ``data`` is the caller's private copy of the meta.  Raises the codec's ``InertError``
+    (offsets within ``data``).
+    """
+    global _last
+    last_data, last_size, layout = _last
+    if chunk_size == last_size and data == last_data and layout is not None:
+        return layout
+    key = (data, chunk_size)
+    layout = _layouts.get(key)
+    if layout is None:
+        samples = shm_samples_meta.decode(data, chunk_size=chunk_size)["samples"]
+        bools: list[tuple[str, int, int]] = []
+        layout = SamplesLayout(samples, bools, _walk(samples, "samples", bools))
+        if len(data) > _MAX_CACHED_BYTES:
+            return layout
+        if len(_layouts) >= _SLOTS:
+            _layouts.clear()
+        _layouts[key] = layout
+    _last = (data, chunk_size, layout)
+    return layout
+
+
+def check_bools(view: memoryview, layout: SamplesLayout) -> None:
+    """Each bool array of ``layout`` holds only 0 and 1 bytes in ``view`` (the chunk) now."""
+    for path, offset, nbytes in layout.bools:
+        try:
+            check_bool_bytes(_FORMAT, view, offset, nbytes)
+        except InvalidValueError as exc:
+            raise exc.within(path) from None
+
+
+def _first_beyond(samples: list[dict[str, Any]], path: str, end: int) -> tuple[str, int, int]:
+    for i, sample in enumerate(samples):
+        if sample["kind"] == _ARRAY:
+            if sample["offset"] + sample["nbytes"] > end:
+                return f"{path}[{i}].nbytes", sample["offset"], sample["nbytes"]
+        elif sample["items"]:
+            found = _first_beyond(sample["items"], f"{path}[{i}].items", end)
+            if found[0]:
+                return found
+    return "", 0, 0
+
+
+def check_before(layout: SamplesLayout, meta_offset: int) -> None:
+    """Every array of ``layout`` ends before the samples meta at ``meta_offset``: the first that does not is named."""
+    if layout.data_end > meta_offset:
+        field, offset, nbytes = _first_beyond(layout.samples, "samples", meta_offset)
+        reason = f"bytes {offset}..{offset + nbytes} overlap the meta at {meta_offset}"
+        raise InvalidValueError(_FORMAT, meta_offset, field, reason)
+
+
+_dtypes: dict[str, np.dtype[Any]] = {}
+
+
+def _dtype(text: str) -> np.dtype[Any]:
+    # The codec has already restricted ``text`` to a few dozen plain numeric dtypes.
+    dtype = _dtypes.get(text)
+    if dtype is None:
+        dtype = _dtypes[text] = np.dtype(text)
+    return dtype
+
+
+def build_samples(buffer: Any, samples: list[dict[str, Any]]) -> list[Any]:
+    """The arrays (over ``buffer``, the chunk, zero-copy), tuples and lists ``samples`` describe.
+
+    Runs once per sample of every batch: array samples are built inline.
+    """
+    built: list[Any] = []
+    for sample in samples:
+        kind = sample["kind"]
+        if kind == _ARRAY:
+            text = sample["dtype"]
+            built.append(_ndarray(sample["shape"], _dtypes.get(text) or _dtype(text), buffer, sample["offset"]))
+        else:
+            items = build_samples(buffer, sample["items"])
+            built.append(tuple(items) if kind == _TUPLE else items)
+    return built
