@@ -5,6 +5,6 @@
 #ifndef INERT_GRAMMAR_HASH_H
 #define INERT_GRAMMAR_HASH_H
 
-#define INERT_GRAMMAR_HASH "43be90367c0b1793"
+#define INERT_GRAMMAR_HASH "1f633cdccfd01afa"
 
 #endif

@@ -13,37 +13,27 @@ unbounded read.  Names of primitives say width, sign and byte order (all
 little-endian), as in Construct: ``Int64ul`` is an unsigned 64-bit little-endian
 integer.
 
-Errors: while parsing, every element raises the project's errors
-(:mod:`inert._errors`) with the absolute offset and the field path; while
-building, :class:`~inert._errors.WriteTypeError`/``WriteValueError``.
+The grammar stands alone: it imports Construct and the standard library, never
+the runtime.  What interpreting a declaration needs beyond them (the error
+family, the value-document codec, the evaluator of the declared rules) is the
+:class:`Host` its caller hands in for the time of one call
+(:func:`inert._interpret.interpret_decode`/``interpret_encode``): while
+parsing, every element raises the host's errors with the absolute offset and
+the field path; while building, its ``WriteTypeError``/``WriteValueError``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import enum
 import io
 import struct
 import zlib
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
 
 from construct import Construct, Container
-
-from inert._checks import describe_foreign
-from inert._codec_runtime import as_bytes, check_zero, pack_value, unpack_value
-from inert._errors import (
-    ChecksumError,
-    ForeignFormatError,
-    InertError,
-    InvalidValueError,
-    LimitError,
-    TrailingBytesError,
-    TruncatedError,
-    UnknownTagError,
-    VersionError,
-    WriteTypeError,
-    WriteValueError,
-)
 
 from ._rules import ELEMENT_RULES, FILE_RULES, VALUE_RULES, SpecRule
 
@@ -73,11 +63,61 @@ __all__ = [
     "Validate",
     "Format",
     "min_size",
-    "interpret_decode",
-    "interpret_encode",
+    "Host",
+    "hosted",
+    "declaration",
+    "remaining",
+    "new_context",
 ]
 
-_FORMAT = "?"  # errors raised inside the grammar are attributed by interpret_*()
+_FORMAT = "?"  # errors raised inside the grammar are attributed by the interpreter's entry points
+
+
+class Host(Protocol):
+    """What interpreting a declaration needs from the runtime (``inert._interpret.HOST``)."""
+
+    #: The error family, by class name (``errors.TruncatedError``): :mod:`inert._errors`.
+    errors: Any
+
+    def describe_foreign(self, head: bytes) -> str: ...
+
+    def as_bytes(self, fmt: str, field: str, obj: Any, max_len: int) -> bytes | bytearray | memoryview: ...
+
+    def check_zero(self, fmt: str, buf: Any, offset: int, size: int, field: str) -> None: ...
+
+    def pack_value(self, fmt: str, field: str, obj: Any, max_len: int, max_depth: int) -> bytes: ...
+
+    def unpack_value(self, fmt: str, data: bytes, start: int, field: str, max_depth: int) -> Any: ...
+
+    def rule_fault(self, rules: Any, env: dict[str, Any]) -> tuple[str, str] | None:
+        """The first fault of ``rules`` (each a declared rule with its steps) in ``env``, or None."""
+
+
+_HOST: contextvars.ContextVar[Host] = contextvars.ContextVar("inert_spec_host")
+
+
+@contextlib.contextmanager
+def hosted(host: Host) -> Iterator[None]:
+    """Interpret declarations with ``host`` inside the ``with`` block."""
+    token = _HOST.set(host)
+    try:
+        yield
+    finally:
+        _HOST.reset(token)
+
+
+def _host() -> Host:
+    try:
+        return _HOST.get()
+    except LookupError:
+        raise RuntimeError(
+            "a declaration is interpreted through inert._interpret (interpret_decode/interpret_encode), "
+            "which supplies the runtime's errors and value codec"
+        ) from None
+
+
+def _errors() -> Any:
+    return _host().errors
 
 
 def _remaining(stream: io.BytesIO) -> int:
@@ -88,7 +128,7 @@ def _read(stream: io.BytesIO, size: int) -> bytes:
     offset = stream.tell()
     data = stream.read(size)
     if len(data) != size:
-        raise TruncatedError(_FORMAT, offset, "", f"{size} bytes needed, {len(data)} present")
+        raise _errors().TruncatedError(_FORMAT, offset, "", f"{size} bytes needed, {len(data)} present")
     return data
 
 
@@ -126,12 +166,12 @@ class Scalar(Construct):  # type: ignore[misc]
         """The value to pack, or a write error saying why it cannot be."""
         if self.is_float:
             if isinstance(obj, bool) or not isinstance(obj, (int, float)):
-                raise WriteTypeError(_FORMAT, "", f"expected float, got {type(obj).__name__}")
+                raise _errors().WriteTypeError(_FORMAT, "", f"expected float, got {type(obj).__name__}")
             return float(obj)
         if isinstance(obj, bool) or not isinstance(obj, int):
-            raise WriteTypeError(_FORMAT, "", f"expected int, got {type(obj).__name__}")
+            raise _errors().WriteTypeError(_FORMAT, "", f"expected int, got {type(obj).__name__}")
         if not self.low <= obj <= self.high:
-            raise WriteValueError(_FORMAT, "", f"{obj} outside {self.typename} range {self.low}..{self.high}")
+            raise _errors().WriteValueError(_FORMAT, "", f"{obj} outside {self.typename} range {self.low}..{self.high}")
         return int(obj)
 
     def _sizeof(self, context: Any, path: str) -> int:
@@ -156,12 +196,12 @@ class Bool8(Construct):  # type: ignore[misc]
         offset = stream.tell()
         byte = _read(stream, 1)[0]
         if byte > 1:
-            raise InvalidValueError(_FORMAT, offset, "", f"boolean byte is {byte}, not 0 or 1")
+            raise _errors().InvalidValueError(_FORMAT, offset, "", f"boolean byte is {byte}, not 0 or 1")
         return byte == 1
 
     def _build(self, obj: Any, stream: io.BytesIO, context: Any, path: str) -> Any:
         if not isinstance(obj, bool):
-            raise WriteTypeError(_FORMAT, "", f"expected bool, got {type(obj).__name__}")
+            raise _errors().WriteTypeError(_FORMAT, "", f"expected bool, got {type(obj).__name__}")
         stream.write(b"\x01" if obj else b"\x00")
         return obj
 
@@ -184,7 +224,7 @@ class Tag(Construct):  # type: ignore[misc]
         try:
             return self.enum_cls(raw)
         except ValueError:
-            raise UnknownTagError(_FORMAT, offset, "", f"unknown {self.enum_cls.__name__} {raw}") from None
+            raise _errors().UnknownTagError(_FORMAT, offset, "", f"unknown {self.enum_cls.__name__} {raw}") from None
 
     def member(self, obj: Any) -> enum.IntEnum:
         """The member ``obj`` names, or a write error."""
@@ -193,8 +233,8 @@ class Tag(Construct):  # type: ignore[misc]
             try:
                 return self.enum_cls[obj] if isinstance(obj, str) else self.enum_cls(obj)
             except (KeyError, ValueError):
-                raise WriteValueError(_FORMAT, "", f"unknown {name} {obj!r}") from None
-        raise WriteTypeError(_FORMAT, "", f"expected {name}, got {type(obj).__name__}")
+                raise _errors().WriteValueError(_FORMAT, "", f"unknown {name} {obj!r}") from None
+        raise _errors().WriteTypeError(_FORMAT, "", f"expected {name}, got {type(obj).__name__}")
 
     def _build(self, obj: Any, stream: io.BytesIO, context: Any, path: str) -> Any:
         member = self.member(obj)
@@ -218,24 +258,24 @@ class Utf8(Construct):  # type: ignore[misc]
         offset = stream.tell()
         length = self.prefix._parse(stream, context, path)
         if length > self.max_len:
-            raise LimitError(_FORMAT, offset, "", f"string length {length} exceeds max_len({self.max_len})")
+            raise _errors().LimitError(_FORMAT, offset, "", f"string length {length} exceeds max_len({self.max_len})")
         data = _read(stream, length)
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise InvalidValueError(
+            raise _errors().InvalidValueError(
                 _FORMAT, offset + self.prefix.size + exc.start, "", "invalid UTF-8"
             ) from None
 
     def _build(self, obj: Any, stream: io.BytesIO, context: Any, path: str) -> Any:
         if not isinstance(obj, str):
-            raise WriteTypeError(_FORMAT, "", f"expected str, got {type(obj).__name__}")
+            raise _errors().WriteTypeError(_FORMAT, "", f"expected str, got {type(obj).__name__}")
         try:
             data = obj.encode("utf-8")
         except UnicodeEncodeError:
-            raise WriteValueError(_FORMAT, "", "string holds lone surrogates, not encodable as UTF-8") from None
+            raise _errors().WriteValueError(_FORMAT, "", "string holds lone surrogates, not encodable as UTF-8") from None
         if len(data) > self.max_len:
-            raise WriteValueError(_FORMAT, "", f"string length {len(data)} exceeds max_len({self.max_len})")
+            raise _errors().WriteValueError(_FORMAT, "", f"string length {len(data)} exceeds max_len({self.max_len})")
         self.prefix._build(len(data), stream, context, path)
         stream.write(data)
         return obj
@@ -258,30 +298,30 @@ class Array(Construct):  # type: ignore[misc]
         offset = stream.tell()
         count = self.prefix._parse(stream, context, path)
         if count > self.max_count:
-            raise LimitError(_FORMAT, offset, "", f"count {count} exceeds max_count({self.max_count})")
+            raise _errors().LimitError(_FORMAT, offset, "", f"count {count} exceeds max_count({self.max_count})")
         smallest = min_size(self.element)
         if count * smallest > _remaining(stream):
-            raise TruncatedError(
+            raise _errors().TruncatedError(
                 _FORMAT, offset, "", f"{count} elements need at least {count * smallest} bytes, {_remaining(stream)} present"
             )
         items = []
         for index in range(count):
             try:
                 items.append(self.element._parse(stream, context, path))
-            except InertError as exc:
+            except _errors().InertError as exc:
                 raise exc.within(f"[{index}]") from None
         return items
 
     def _build(self, obj: Any, stream: io.BytesIO, context: Any, path: str) -> Any:
         if not isinstance(obj, (list, tuple)):
-            raise WriteTypeError(_FORMAT, "", f"expected list, got {type(obj).__name__}")
+            raise _errors().WriteTypeError(_FORMAT, "", f"expected list, got {type(obj).__name__}")
         if len(obj) > self.max_count:
-            raise WriteValueError(_FORMAT, "", f"count {len(obj)} exceeds max_count({self.max_count})")
+            raise _errors().WriteValueError(_FORMAT, "", f"count {len(obj)} exceeds max_count({self.max_count})")
         self.prefix._build(len(obj), stream, context, path)
         for index, item in enumerate(obj):
             try:
                 self.element._build(item, stream, context, path)
-            except (WriteTypeError, WriteValueError) as exc:
+            except (_errors().WriteTypeError, _errors().WriteValueError) as exc:
                 raise exc.within(f"[{index}]") from None
         return obj
 
@@ -369,11 +409,11 @@ class Record(Construct):  # type: ignore[misc]
                     sub._parse(stream, context, name)
                 else:
                     fields[name] = sub._parse(stream, context, name)
-            except InertError as exc:
+            except _errors().InertError as exc:
                 raise exc.within(name) from None
         fault = _run_checks(self.checks, fields, _params(context).ctx)
         if fault is not None:
-            raise InvalidValueError(_FORMAT, start, fault[0], fault[1])
+            raise _errors().InvalidValueError(_FORMAT, start, fault[0], fault[1])
 
     def build_from(self, obj: dict[str, Any], stream: io.BytesIO, context: Any) -> None:
         start = stream.tell()
@@ -385,14 +425,14 @@ class Record(Construct):  # type: ignore[misc]
                 sub._build(None, stream, context, name)
                 continue
             if name not in obj:
-                raise WriteTypeError(_FORMAT, name, "missing")
+                raise _errors().WriteTypeError(_FORMAT, name, "missing")
             try:
                 sub._build(obj[name], stream, context, name)
-            except (WriteTypeError, WriteValueError) as exc:
+            except (_errors().WriteTypeError, _errors().WriteValueError) as exc:
                 raise exc.within(name) from None
         fault = _run_checks(self.checks, obj, {})
         if fault is not None:
-            raise WriteValueError(_FORMAT, fault[0], fault[1])
+            raise _errors().WriteValueError(_FORMAT, fault[0], fault[1])
 
     def _parse(self, stream: io.BytesIO, context: Any, path: str) -> dict[str, Any]:
         fields: dict[str, Any] = {}
@@ -401,7 +441,7 @@ class Record(Construct):  # type: ignore[misc]
 
     def _build(self, obj: Any, stream: io.BytesIO, context: Any, path: str) -> Any:
         if not isinstance(obj, dict):
-            raise WriteTypeError(_FORMAT, "", f"expected dict ({self.typename}), got {type(obj).__name__}")
+            raise _errors().WriteTypeError(_FORMAT, "", f"expected dict ({self.typename}), got {type(obj).__name__}")
         self.build_from(obj, stream, context)
         return obj
 
@@ -412,7 +452,7 @@ def _parse_crc(stream: io.BytesIO, start: int, ctx: dict[str, Any]) -> int:
     if ctx.get("verify_checksums") is not False:
         computed = zlib.crc32(stream.getbuffer()[start:offset])
         if computed != stored:
-            raise ChecksumError(_FORMAT, offset, "", f"stored CRC-32 {stored:#010x}, bytes give {computed:#010x}")
+            raise _errors().ChecksumError(_FORMAT, offset, "", f"stored CRC-32 {stored:#010x}, bytes give {computed:#010x}")
     return stored
 
 
@@ -436,7 +476,7 @@ class Union(Construct):  # type: ignore[misc]
     def _parse(self, stream: io.BytesIO, context: Any, path: str) -> dict[str, Any]:
         try:
             member = self.tag._parse(stream, context, path)
-        except InertError as exc:
+        except _errors().InertError as exc:
             raise exc.within(self.tag_field) from None
         fields: dict[str, Any] = {self.tag_field: member}
         case = self.cases[member]
@@ -446,12 +486,12 @@ class Union(Construct):  # type: ignore[misc]
 
     def _build(self, obj: Any, stream: io.BytesIO, context: Any, path: str) -> Any:
         if not isinstance(obj, dict):
-            raise WriteTypeError(_FORMAT, "", f"expected dict ({self.typename}), got {type(obj).__name__}")
+            raise _errors().WriteTypeError(_FORMAT, "", f"expected dict ({self.typename}), got {type(obj).__name__}")
         if self.tag_field not in obj:
-            raise WriteTypeError(_FORMAT, self.tag_field, "missing")
+            raise _errors().WriteTypeError(_FORMAT, self.tag_field, "missing")
         try:
             member = self.tag._build(obj[self.tag_field], stream, context, path)
-        except (WriteTypeError, WriteValueError) as exc:
+        except (_errors().WriteTypeError, _errors().WriteValueError) as exc:
             raise exc.within(self.tag_field) from None
         case = self.cases[member]
         if case is not None:
@@ -474,7 +514,7 @@ class Recursive(Construct):  # type: ignore[misc]
     def _parse(self, stream: io.BytesIO, context: Any, path: str) -> Any:
         params = _params(context)
         if params.depth >= self.max_depth:
-            raise LimitError(_FORMAT, stream.tell(), "", f"nesting exceeds max_depth({self.max_depth})")
+            raise _errors().LimitError(_FORMAT, stream.tell(), "", f"nesting exceeds max_depth({self.max_depth})")
         params.depth += 1
         try:
             return self.target()._parse(stream, context, path)
@@ -484,7 +524,7 @@ class Recursive(Construct):  # type: ignore[misc]
     def _build(self, obj: Any, stream: io.BytesIO, context: Any, path: str) -> Any:
         params = _params(context)
         if params.depth >= self.max_depth:
-            raise WriteValueError(_FORMAT, "", f"nesting exceeds max_depth({self.max_depth})")
+            raise _errors().WriteValueError(_FORMAT, "", f"nesting exceeds max_depth({self.max_depth})")
         params.depth += 1
         try:
             return self.target()._build(obj, stream, context, path)
@@ -493,7 +533,7 @@ class Recursive(Construct):  # type: ignore[misc]
 
 
 class Magic(Construct):  # type: ignore[misc]
-    """Constant bytes that name a format.  Other bytes are a :class:`ForeignFormatError`
+    """Constant bytes that name a format.  Other bytes are a :class:`~inert.ForeignFormatError`
     that says what the input looks like (a pickle, a ``torch.save`` zip, safetensors, ...)."""
 
     def __init__(self, value: bytes) -> None:
@@ -505,7 +545,8 @@ class Magic(Construct):  # type: ignore[misc]
         offset = stream.tell()
         head = stream.getbuffer()[offset : offset + 16].tobytes()
         if head[: self.size] != self.value:
-            raise ForeignFormatError(_FORMAT, offset, "", f"expected {self.value!r}, found {describe_foreign(head)}")
+            found = _host().describe_foreign(head)
+            raise _errors().ForeignFormatError(_FORMAT, offset, "", f"expected {self.value!r}, found {found}")
         stream.seek(offset + self.size)
         return self.value
 
@@ -531,14 +572,14 @@ class Bytes(Construct):  # type: ignore[misc]
         offset = stream.tell()
         length = self.prefix._parse(stream, context, path)
         if length > self.max_len:
-            raise LimitError(_FORMAT, offset, "", f"length {length} exceeds max_len({self.max_len})")
+            raise _errors().LimitError(_FORMAT, offset, "", f"length {length} exceeds max_len({self.max_len})")
         Padding(self.align)._parse(stream, context, path)
         if length > _remaining(stream):
-            raise TruncatedError(_FORMAT, stream.tell(), "", f"{length} bytes needed, {_remaining(stream)} present")
+            raise _errors().TruncatedError(_FORMAT, stream.tell(), "", f"{length} bytes needed, {_remaining(stream)} present")
         return _read(stream, length)
 
     def _build(self, obj: Any, stream: io.BytesIO, context: Any, path: str) -> Any:
-        data = as_bytes(_FORMAT, "", obj, self.max_len)
+        data = _host().as_bytes(_FORMAT, "", obj, self.max_len)
         self.prefix._build(len(data), stream, context, path)
         Padding(self.align)._build(None, stream, context, path)
         stream.write(data)
@@ -561,8 +602,8 @@ class Padding(Construct):  # type: ignore[misc]
         offset = stream.tell()
         size = -offset % self.align
         if size > _remaining(stream):
-            raise TruncatedError(_FORMAT, offset, "", f"{size} padding bytes needed, {_remaining(stream)} present")
-        check_zero(_FORMAT, stream.getbuffer(), offset, size, "")
+            raise _errors().TruncatedError(_FORMAT, offset, "", f"{size} padding bytes needed, {_remaining(stream)} present")
+        _host().check_zero(_FORMAT, stream.getbuffer(), offset, size, "")
         stream.seek(offset + size)
 
     def _build(self, obj: Any, stream: io.BytesIO, context: Any, path: str) -> Any:
@@ -599,13 +640,13 @@ class MsgPack(Construct):  # type: ignore[misc]
         offset = stream.tell()
         length = self.prefix._parse(stream, context, path)
         if length > self.max_len:
-            raise LimitError(_FORMAT, offset, "", f"document length {length} exceeds max_len({self.max_len})")
+            raise _errors().LimitError(_FORMAT, offset, "", f"document length {length} exceeds max_len({self.max_len})")
         start = stream.tell()
         data = _read(stream, length)
-        return unpack_value(_FORMAT, data, start, "", self.max_depth)
+        return _host().unpack_value(_FORMAT, data, start, "", self.max_depth)
 
     def _build(self, obj: Any, stream: io.BytesIO, context: Any, path: str) -> Any:
-        data = pack_value(_FORMAT, "", obj, self.max_len, self.max_depth)
+        data = _host().pack_value(_FORMAT, "", obj, self.max_len, self.max_depth)
         self.prefix._build(len(data), stream, context, path)
         stream.write(data)
         return obj
@@ -644,7 +685,7 @@ class Format:
 
     A file format has a ``magic``: its encoding starts with the file header,
     the magic then the ``format_version`` as ``Int16ul``, and the reader picks
-    the version from it (an unknown one is a :class:`VersionError` naming the
+    the version from it (an unknown one is a :class:`~inert.VersionError` naming the
     known ones).  ``max_size`` bounds the whole input (a reader may lower it).
     ``parts`` names declarations that are also read and written on their own
     (``{"record": {1: ShardRecord}}`` gives ``decode_record``/``encode_record``),
@@ -756,64 +797,32 @@ def _context(ctx: dict[str, Any]) -> Container:
     return context
 
 
-def _parse_header(fmt: Format, stream: io.BytesIO, context: Any) -> int:
-    assert fmt.magic is not None
-    try:
-        Magic(fmt.magic)._parse(stream, context, "")
-    except ForeignFormatError as exc:  # worded as the generated reader words it
-        raise ForeignFormatError(_FORMAT, exc.offset, "magic", f"not a {fmt.name} file: {exc.reason}") from None
-    offset = stream.tell()
-    try:
-        version = Int16ul._parse(stream, context, "")
-    except InertError as exc:
-        raise exc.within("format_version") from None
-    if version not in fmt.versions:
-        known = ", ".join(str(v) for v in sorted(fmt.versions))
-        raise VersionError(_FORMAT, offset, "format_version", f"version {version} is not supported (this reader knows {known})")
-    return int(version)
 
 
-def _declaration(fmt: Format, version: int | None, part: str | None) -> Construct:
+def declaration(fmt: Format, version: int | None, part: str | None) -> Construct:
+    """The declaration of ``fmt``'s ``version`` (the latest when None), or of one of its ``parts``."""
     versions = fmt.versions if part is None else fmt.parts[part]
     return versions[max(versions) if version is None else version]
 
 
-def interpret_decode(
-    fmt: Format, data: bytes | bytearray | memoryview, version: int | None = None, part: str | None = None, **ctx: Any
-) -> Any:
-    """Decode ``data`` by interpreting the grammar (reference codec #1).
-
-    A file format's version comes from its header; ``part`` decodes one of
-    the format's ``parts`` on its own.
-    """
-    stream = io.BytesIO(bytes(data))
-    context = _context(ctx)
-    try:
-        limits = [v for v in (fmt.max_size, ctx.get("max_size")) if v is not None]
-        if part is None and limits:  # the format's limit, or a lower one the caller sets
-            limit = min(limits)
-            if len(data) > limit:
-                raise LimitError(_FORMAT, 0, "", f"input of {len(data)} bytes exceeds max_size({limit})")
-        if part is None and fmt.magic is not None:
-            version = _parse_header(fmt, stream, context)
-        con = _declaration(fmt, version, part)
-        value = con._parse(stream, context, "")
-        if _remaining(stream):
-            raise TrailingBytesError(_FORMAT, stream.tell(), "", f"{_remaining(stream)} bytes after the end of the value")
-    except InertError as exc:
-        raise exc.in_format(fmt.name) from None
-    return value
+def remaining(stream: io.BytesIO) -> int:
+    """The bytes of ``stream`` after its position."""
+    return _remaining(stream)
 
 
-def interpret_encode(fmt: Format, value: Any, version: int | None = None, part: str | None = None) -> bytes:
-    """Encode ``value`` by interpreting the grammar (reference codec #1)."""
-    con = _declaration(fmt, version, part)
-    stream = io.BytesIO()
-    try:
-        if part is None and fmt.magic is not None:
-            stream.write(fmt.magic)
-            Int16ul._build(fmt.latest if version is None else version, stream, None, "")
-        con._build(value, stream, _context({}), "")
-    except (WriteTypeError, WriteValueError) as exc:
-        raise type(exc)(fmt.name, exc.field, exc.reason) from None
-    return stream.getvalue()
+def new_context(ctx: dict[str, Any]) -> Container:
+    """A Construct context for one interpretation; ``ctx`` is what the reader is told beyond the bytes."""
+    return _context(ctx)
+
+
+# Where the interpreter's entry points were: a caller naming them here is handed the runtime's (the grammar
+# imports nothing of the runtime; importing spec/ never loads it).  The callers move to inert._interpret.
+_MOVED = {"interpret_decode": "inert._interpret", "interpret_encode": "inert._interpret"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(_MOVED[name]), name)

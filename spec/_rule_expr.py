@@ -2,7 +2,8 @@
 
 A rule that names the record it is checked on (``SpecRule.on``) states its check as one
 expression over that record's fields, which the generators compile (``inert gen`` writes it
-as C) and :func:`first_fault` evaluates in Python.  The language, parsed with :mod:`ast`:
+as Python and C) and the interpreted grammar's host evaluates (:mod:`inert._rule_eval`).  This module
+defines the language and what a rule sees; it imports nothing of the runtime.  The language, parsed with :mod:`ast`:
 
 * names: the record's fields (a number, a tag, a string, a byte string, or an array of
   numbers), the caller's parameters (``chunk_size``, compared with ``is None``), the format's
@@ -41,30 +42,28 @@ from __future__ import annotations
 import ast
 import enum
 import functools
-import itertools
-import math
 import string
-from collections.abc import Callable, Iterator, Sequence
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-# The named checks are the runtime's (written once for Python, beside the C runtime's).
-from inert._checks import _flat, dtype_itemsize, fill_indexes, first_repeat, plain_file_name
+from ._grammar import Array, Bytes, Optional, Record, Recursive, Tag, Union, Utf8, Validate, _host
 
 __all__ = [
-    "NAMED", "SATURATE", "Step", "RuleSyntaxError", "parse", "steps", "first_fault", "relative_field", "constants",
-    "record_rules", "columns", "fill_indexes", "environment", "tag_members", "union_columns", "ABSENT",
-    "locate", "field_depth", "messages", "fault", "INDEX_NAMES", "tag_itemsize", "attach",
+    "NAMED", "SATURATE", "Step", "RuleSyntaxError", "parse", "steps", "relative_field", "constants",
+    "record_rules", "columns", "environment", "tag_members", "union_columns", "ABSENT", "TAGS", "bind", "member",
+    "field_depth", "messages", "INDEX_NAMES", "tag_itemsize", "attach", "targets",
 ]
 
 #: Where the C compiler's products stop growing: above every constant a rule compares with (2**64).
 SATURATE = 1 << 100
 
-#: The named checks: the Python of each; the C runtime holds the same, written once (``inert_named_<name>``,
-#: ``inert_distinct``).
-NAMED: dict[str, Callable[..., Any]] = {
-    "plain_file_name": plain_file_name,
-    "distinct": lambda items, earlier=(): first_repeat(_flat(items), earlier) is None,
+#: The named checks, each with what it holds for: each target's runtime writes it once (Python:
+#: ``inert._checks.<name>``; C: ``inert_named_<name>``, ``inert_distinct``).
+NAMED: dict[str, str] = {
+    "plain_file_name": "a file name inside a checkpoint or dump directory (``FILE_NAME_SENTENCE``)",
+    "distinct": "no item (of a column of arrays: no element) repeats one before it or one of ``earlier``",
 }
 
 _FUNCTIONS = {"len", "max", "min", "itemsize", "all", "any", "prod", "sum", "range", "align", "zip", "str", *NAMED}
@@ -97,7 +96,7 @@ def parse(check: str) -> ast.expr:
             raise RuleSyntaxError(f"{check!r}: constants are integers, strings and None")
         if isinstance(node, ast.Attribute) and _chain(node) is None:
             raise RuleSyntaxError(f"{check!r}: a column is ARRAY.field or ARRAY.union.field, of an array of records")
-        if isinstance(node, ast.comprehension) and (node.is_async or len(node.ifs) > 1 or _targets(node) is None):
+        if isinstance(node, ast.comprehension) and (node.is_async or len(node.ifs) > 1 or targets(node) is None):
             raise RuleSyntaxError(f"{check!r}: a generator is `E for x in ARRAY [if C]` or `for a, b in zip(A, B)`")
     return tree.body
 
@@ -112,7 +111,7 @@ def _chain(node: ast.Attribute) -> list[str] | None:
     return [value.id, *names] if isinstance(value, ast.Name) else None
 
 
-def _targets(comp: ast.comprehension) -> list[str] | None:
+def targets(comp: ast.comprehension) -> list[str] | None:
     """The names a generator binds: ``x``, or ``a, b`` of a ``zip``."""
     target = comp.target
     if isinstance(target, ast.Name):
@@ -123,8 +122,8 @@ def _targets(comp: ast.comprehension) -> list[str] | None:
     return None
 
 
-def _bind(comp: ast.comprehension, item: Any, scope: dict[str, Any]) -> dict[str, Any]:
-    names = _targets(comp)
+def bind(comp: ast.comprehension, item: Any, scope: dict[str, Any]) -> dict[str, Any]:
+    names = targets(comp)
     assert names is not None
     return {**scope, **(dict(zip(names, item, strict=True)) if isinstance(comp.target, ast.Tuple) else {names[0]: item})}
 
@@ -158,7 +157,7 @@ def steps(field: str, check: str, names: Sequence[str]) -> list[Step]:
     return [Step(name, value) for name, value in zip(fields, expr.values, strict=True)]
 
 
-# -- the Python evaluator ------------------------------------------------------------------------
+# -- what a rule sees --------------------------------------------------------------------------------
 
 
 #: The key in a rule's environment of the values ``ARRAY.union.field`` takes where a record's case lacks the
@@ -169,11 +168,7 @@ TAGS = "@tags"
 _NONE = object()
 
 
-class _Broken(Exception):
-    """An index beyond its array: the rule does not hold."""
-
-
-def _member(enum_cls: type[enum.IntEnum], value: Any) -> Any:
+def member(enum_cls: type[enum.IntEnum], value: Any) -> Any:
     """A tag's member given as member, name or value (a writer's input), else ``value`` as it is."""
     if isinstance(value, str):
         return enum_cls.__members__.get(value, value)
@@ -192,163 +187,6 @@ def tag_itemsize(member: enum.IntEnum) -> int:
     return by_name[member.name]
 
 
-def _itemsize(value: Any) -> int:
-    if isinstance(value, str):
-        return dtype_itemsize(value) or 0
-    return tag_itemsize(value)
-
-
-def _iterate(gen: ast.GeneratorExp, env: dict[str, Any]) -> Iterator[Any]:
-    def walk(k: int, scope: dict[str, Any]) -> Iterator[Any]:
-        if k == len(gen.generators):
-            yield _eval(gen.elt, scope)
-            return
-        comp = gen.generators[k]
-        for item in _eval(comp.iter, scope):
-            inner = _bind(comp, item, scope)
-            if all(_eval(cond, inner) for cond in comp.ifs):
-                yield from walk(k + 1, inner)
-
-    return walk(0, env)
-
-
-def _eval(node: ast.expr, env: dict[str, Any]) -> Any:  # noqa: C901 - one case per node type
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, ast.Name):
-        return env[node.id]
-    if isinstance(node, ast.Attribute):  # a column: the field of every record of an array (or of its union)
-        text = ast.unparse(node)
-        absent = env.get(ABSENT, {}).get(text, _NONE)
-        if absent is _NONE:
-            column = [record[node.attr] for record in _eval(node.value, env)]
-        else:
-            column = [record.get(node.attr, absent) for record in _eval(node.value, env)]
-        tag = env.get(TAGS, {}).get(text)
-        return column if tag is None else [_member(tag, item) for item in column]
-    if isinstance(node, ast.GeneratorExp):  # an argument of zip(), taken as the pairs are
-        return _iterate(node, env)
-    if isinstance(node, ast.Tuple):
-        return tuple(_eval(e, env) for e in node.elts)
-    if isinstance(node, ast.IfExp):  # messages only: the C compiler has no translation
-        return _eval(node.body, env) if _eval(node.test, env) else _eval(node.orelse, env)
-    if isinstance(node, ast.BoolOp):
-        if isinstance(node.op, ast.And):
-            return all(_eval(v, env) for v in node.values)
-        return any(_eval(v, env) for v in node.values)
-    if isinstance(node, ast.UnaryOp):
-        operand = _eval(node.operand, env)
-        return (not operand) if isinstance(node.op, ast.Not) else -operand
-    if isinstance(node, ast.BinOp):
-        a, b = _eval(node.left, env), _eval(node.right, env)
-        ops: dict[type, Callable[[Any, Any], Any]] = {
-            ast.Add: lambda x, y: x + y, ast.Sub: lambda x, y: x - y, ast.Mult: lambda x, y: x * y,
-            ast.FloorDiv: lambda x, y: x // y if 0 < y < 1 << 64 and 0 <= x < 1 << 64 else 0,
-            ast.Mod: lambda x, y: x % y if 0 < y < 1 << 64 and 0 <= x < 1 << 64 else 0,
-            ast.Pow: lambda x, y: x**y,
-        }
-        return ops[type(node.op)](a, b)
-    if isinstance(node, ast.Compare):
-        left = _eval(node.left, env)
-        for op, right_node in zip(node.ops, node.comparators, strict=True):
-            right = _eval(right_node, env)
-            if isinstance(op, ast.Is):
-                ok = left is right
-            elif isinstance(op, ast.In):
-                ok = left in right
-            else:
-                cmp: dict[type, Callable[[Any, Any], bool]] = {
-                    ast.Eq: lambda x, y: x == y, ast.NotEq: lambda x, y: x != y, ast.Lt: lambda x, y: x < y,
-                    ast.LtE: lambda x, y: x <= y, ast.Gt: lambda x, y: x > y, ast.GtE: lambda x, y: x >= y,
-                }
-                ok = cmp[type(op)](left, right)
-            if not ok:
-                return False
-            left = right
-        return True
-    if isinstance(node, ast.Subscript):
-        seq, index = _eval(node.value, env), _eval(node.slice, env)
-        if not 0 <= index < len(seq):
-            raise _Broken
-        return seq[index]
-    if isinstance(node, ast.Call):
-        assert isinstance(node.func, ast.Name)
-        name = node.func.id
-        if name in ("all", "any", "prod", "sum"):
-            arg = node.args[0]
-            items = _iterate(arg, env) if isinstance(arg, ast.GeneratorExp) else iter(_eval(arg, env))
-            reducers: dict[str, Callable[..., Any]] = {"all": all, "any": any, "prod": math.prod, "sum": sum}
-            return reducers[name](items)
-        args = [_eval(a, env) for a in node.args]
-        if name == "itemsize":
-            return _itemsize(args[0])
-        if name == "align":
-            return args[0] + (-args[0] % args[1])
-        if name in NAMED:
-            return NAMED[name](*args)
-        builtins: dict[str, Callable[..., Any]] = {"len": len, "max": max, "min": min, "range": range,
-                                                   "zip": zip, "str": str}
-        builtin = builtins[name]
-        return builtin(*args)
-    raise RuleSyntaxError(f"{type(node).__name__} is not in the rule language")
-
-
-def _holds(expr: ast.expr, env: dict[str, Any]) -> bool:
-    try:
-        return bool(_eval(expr, env))
-    except _Broken:
-        return False
-
-
-def _failing_indexes(expr: ast.expr, env: dict[str, Any]) -> list[int]:
-    """The indexes a fault names: of the first element that fails ``all(E for x in ARRAY)`` (then those of
-    ``E`` when it is such an ``all`` too), or of the first repeat of ``distinct(...)``."""
-    if not (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in ("all", "distinct")):
-        return []
-    if expr.func.id == "distinct":
-        columns = [_eval(arg, env) for arg in expr.args]
-        index = first_repeat(_flat(columns[0]), *columns[1:])
-        if index is None:
-            return []
-        if columns[0] and isinstance(columns[0][0], list):  # (array, element) of a column of arrays
-            for outer, item in enumerate(columns[0]):
-                if index < len(item):
-                    return [outer, index]
-                index -= len(item)
-        return [index]
-    gen = expr.args[0]
-    if not (isinstance(gen, ast.GeneratorExp) and len(gen.generators) == 1):
-        return []
-    comp = gen.generators[0]
-    items = iter(_eval(comp.iter, env))
-    for index in itertools.count():
-        try:
-            item = next(items)
-        except StopIteration:
-            return []
-        except _Broken:  # a zip() whose next pair reads beyond an array: this pair breaks the rule
-            return [index]
-        scope = _bind(comp, item, env)
-        try:
-            if not all(_eval(cond, scope) for cond in comp.ifs):
-                continue
-        except _Broken:
-            return [index]
-        if not _holds(gen.elt, scope):
-            return [index, *_failing_indexes(gen.elt, scope)]
-    return []
-
-
-def first_fault(rule_steps: Sequence[Step], env: dict[str, Any]) -> str | None:
-    """The field (below the record, indexes filled in) of the first step that does not hold in ``env``
-    (the record's fields, the parameters and the constants), or None when all hold."""
-    for step in rule_steps:
-        if _holds(step.expr, env):
-            continue
-        return fill_indexes(step.field, _failing_indexes(step.expr, env) if "[i]" in step.field else [])
-    return None
-
-
 #: The names a message gives the indexes of its fault, outermost first.
 INDEX_NAMES = ("i", "j", "k")
 
@@ -363,52 +201,6 @@ def field_depth(expr: ast.expr) -> int:
         if expr.func.id == "all" and isinstance(gen, ast.GeneratorExp) and len(gen.generators) == 1:
             return 1 + field_depth(gen.elt)
     return 0
-
-
-def locate(expr: ast.expr, env: dict[str, Any]) -> list[int]:
-    """The indexes of the fault of ``expr`` (which does not hold in ``env``), for its message: those of
-    :func:`_failing_indexes`, also through an ``and`` (its first failing operand), an ``or`` (its last) and an
-    ``all`` of several generators (one index per generator)."""
-    if isinstance(expr, ast.BoolOp):
-        values = expr.values if isinstance(expr.op, ast.Or) else [v for v in expr.values if not _holds(v, env)][:1]
-        return locate(values[-1], env) if values else []
-    if not (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in ("all", "distinct")):
-        return []
-    gen = expr.args[0]
-    if expr.func.id == "distinct" or (isinstance(gen, ast.GeneratorExp) and len(gen.generators) == 1):
-        indexes = _failing_indexes(expr, env)
-        if indexes and expr.func.id == "all":
-            assert isinstance(gen, ast.GeneratorExp)
-            return [indexes[0], *_inner(gen, env, indexes[0])]
-        return indexes
-    assert isinstance(gen, ast.GeneratorExp)
-
-    def walk(k: int, scope: dict[str, Any]) -> list[int] | None:
-        if k == len(gen.generators):
-            return None if _holds(gen.elt, scope) else locate(gen.elt, scope)
-        comp = gen.generators[k]
-        for index, item in enumerate(_eval(comp.iter, scope)):
-            inner = _bind(comp, item, scope)
-            if all(_eval(cond, inner) for cond in comp.ifs):
-                found = walk(k + 1, inner)
-                if found is not None:
-                    return [index, *found]
-        return None
-
-    try:
-        return walk(0, env) or []
-    except _Broken:
-        return []
-
-
-def _inner(gen: ast.GeneratorExp, env: dict[str, Any], index: int) -> list[int]:
-    """:func:`locate` of the element of ``gen`` at ``index`` (one that fails)."""
-    comp = gen.generators[0]
-    try:
-        item = next(itertools.islice(iter(_eval(comp.iter, env)), index, None))
-    except (_Broken, StopIteration):
-        return []
-    return locate(gen.elt, _bind(comp, item, env))
 
 
 @functools.cache
@@ -429,26 +221,6 @@ def messages(rule: Any, count: int) -> list[list[tuple[str, ast.expr | None, str
             pieces.append((literal, None if field is None else parse(field), conversion, spec or ""))
         out.append(pieces)
     return out
-
-
-def fault(rules: Sequence[tuple[Any, list[Step]]], env: dict[str, Any]) -> tuple[str, str] | None:
-    """The first fault of ``rules`` (each with its steps) in ``env``: (field below the record, the rule's
-    message), or None when every rule holds."""
-    for rule, rule_steps in rules:
-        for number, step in enumerate(rule_steps):
-            if _holds(step.expr, env):
-                continue
-            indexes = locate(step.expr, env)
-            field = fill_indexes(step.field, indexes[:field_depth(step.expr)]) if "[i]" in step.field else step.field
-            scope = {**env, **dict(zip(INDEX_NAMES, indexes, strict=False))}
-            text = ""
-            for literal, expr, conversion, spec in messages(rule, len(rule_steps))[number]:
-                text += literal
-                if expr is not None:
-                    value = _eval(expr, scope)
-                    text += format(repr(value) if conversion == "r" else value, spec)
-            return field, text
-    return None
 
 
 # -- a format's rules, by record -------------------------------------------------------------------
@@ -488,7 +260,6 @@ def record_rules(fmt: Any) -> dict[str, list[tuple[Any, list[Step]]]]:
 
 
 def _records(con: Any, out: dict[str, Any], seen: set[int]) -> None:
-    from inert.spec._grammar import Array, Optional, Record, Recursive, Union
 
     if id(con) in seen:
         return
@@ -509,7 +280,6 @@ def _records(con: Any, out: dict[str, Any], seen: set[int]) -> None:
 
 def tag_members(record: Any) -> dict[str, Any]:
     """The members of the enumerations of ``record``'s tag fields, by name (``dtype != BOOL``)."""
-    from inert.spec._grammar import Tag
 
     return {m.name: m for _, sub in record.fields if isinstance(sub, Tag) for m in sub.enum_cls}
 
@@ -517,11 +287,7 @@ def tag_members(record: Any) -> dict[str, Any]:
 def environment(fmt: Any, record: Any, fields: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
     """What a rule on ``record`` sees: the format's constants, the tag members, the caller's parameters
     (None when not passed) and the record's fields."""
-    import sys
-
-    from inert.spec._grammar import Array, Bytes, Utf8
-
-    env = constants(sys.modules[f"inert.spec.{fmt.module_name}"])
+    env = constants(sys.modules[f"{__package__}.{fmt.module_name}"])
     env.update(tag_members(record))
     unions = union_columns(record)
     env[ABSENT] = {text: [] if isinstance(sub, (Array, Utf8, Bytes)) else 0 for text, (_union, _name, sub) in unions.items()}
@@ -534,7 +300,6 @@ def environment(fmt: Any, record: Any, fields: dict[str, Any], ctx: dict[str, An
 def union_columns(record: Any) -> dict[str, tuple[Any, str, Any]]:
     """The columns ``ARRAY.union.field`` of ``record``: by their text, the union, the field's name (the tag's or
     a case's) and its grammar element."""
-    from inert.spec._grammar import Array, Record, Tag, Union
 
     out: dict[str, tuple[Any, str, Any]] = {}
     for name, sub in record.fields:
@@ -555,7 +320,6 @@ def columns(fmt: Any) -> dict[tuple[str, str], int]:
     """The columns the rules of ``fmt`` read, ``(record typename, field)`` -> slot: ``ARRAY.field`` of a
     record's array of records (the element record's field), ``ARRAY.union.field`` (the union's typename
     and field), and a record's array of strings named whole (its elements)."""
-    from inert.spec._grammar import Array, Record, Utf8
 
     records: dict[str, Any] = {}
     for table in (fmt.versions, *fmt.parts.values()):
@@ -594,8 +358,6 @@ class _DeclaredRules:
     """The rules declared on one record as the interpreted grammar's check: their first fault, or None."""
 
     def __init__(self, fmt: Any, record: Any, rules: list[tuple[Any, list[Step]]]) -> None:
-        from inert.spec._grammar import Tag
-
         self.fmt, self.record, self.rules = fmt, record, rules
         self.tags = {name: sub.enum_cls for name, sub in record.fields if isinstance(sub, Tag)}
         self.__name__ = f"rules of {record.typename}"
@@ -607,14 +369,13 @@ class _DeclaredRules:
         values = dict(fields)
         for name, enum_cls in self.tags.items():  # a writer may name a tag's member or give its value
             if name in values:
-                values[name] = _member(enum_cls, values[name])
-        return fault(self.rules, environment(self.fmt, self.record, values, ctx))
+                values[name] = member(enum_cls, values[name])
+        return _host().rule_fault(self.rules, environment(self.fmt, self.record, values, ctx))
 
 
 def attach(fmt: Any) -> None:
     """Make the rules declared on every record of ``fmt`` (each record of a typename the rules name) its
     interpreted check (``Record.checks``)."""
-    from inert.spec._grammar import Array, Optional, Record, Recursive, Union, Validate
 
     by_name = record_rules(fmt)
     seen: set[int] = set()

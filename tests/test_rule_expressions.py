@@ -21,6 +21,7 @@ from inert.conformance._corpus import load_corpus
 from inert.conformance.testees import inert_construct
 from inert.spec import FORMATS, _grammar, _rule_expr
 
+from inert import _rule_eval
 from inert._errors import InertError
 
 C_DIR = Path(__file__).resolve().parent.parent / "c"
@@ -73,7 +74,7 @@ def _compare_rules_with_checks(monkeypatch: pytest.MonkeyPatch) -> tuple[dict[st
             env = _rule_expr.environment(fmt, record, fields, ctx)
             declared = None
             for _rule, steps in rules:
-                declared = _rule_expr.first_fault(steps, env)
+                declared = _rule_eval.first_fault(steps, env)
                 if declared is not None:
                     break
             expected = None if result is None else result[0]

@@ -2,7 +2,7 @@
 
 Each record with rules gets one function, ``_rules_<Typename>(v, ctx)``, that checks its rules' steps in
 declaration order and returns the first fault, ``(field, reason)``, or None: the field with the indexes of
-the failing elements filled in and the rule's ``message`` (the same as :func:`inert.spec._rule_expr.fault`
+the failing elements filled in and the rule's ``message`` (the same as :func:`inert._rule_eval.fault`
 gives, which a test holds it to).  A record whose steps cannot raise also gets :meth:`RecordRules.accept`,
 the conjunction of its steps as one inline expression over the reader's locals: the reader calls the function
 only when that is false, for its error.  The semantics are the language's: exact integers, ``//`` and ``%``
@@ -469,7 +469,7 @@ class RecordRules:
 
 
 class _Locator:
-    """The indexes of a step's fault as :func:`inert.spec._rule_expr.locate` finds them: statements (nested
+    """The indexes of a step's fault as :func:`inert._rule_eval.locate` finds them: statements (nested
     functions, on the error path only) whose value is the list of indexes."""
 
     def __init__(self, rules: RecordRules, fields: dict[str, str], columns: dict[str, str], lines: list[str]) -> None:
