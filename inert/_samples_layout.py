@@ -21,6 +21,7 @@ change every batch: :func:`check_bools` checks them on every read.
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Iterator
 from typing import Any
 
@@ -35,8 +36,10 @@ __all__ = [
     "MAX_SAMPLE_DEPTH",
     "COMPLETED_TASK_AT",
     "align_up",
+    "dtype_text",
     "EncodedLayout",
     "encode_layout",
+    "encode_arrays",
     "SamplesLayout",
     "decode_layout",
     "check_bools",
@@ -65,6 +68,19 @@ _MAX_CACHED_ARRAYS = 1 << 12
 
 def align_up(value: int, alignment: int) -> int:
     return -(-value // alignment) * alignment
+
+
+_dtype_texts: dict[np.dtype[Any], str] = {}
+
+
+def dtype_text(dtype: np.dtype[Any]) -> str:
+    """``dtype.str``, which numpy builds anew on every access, from a small table (equal dtypes spell alike)."""
+    text = _dtype_texts.get(dtype)
+    if text is None:
+        if len(_dtype_texts) >= 64:
+            _dtype_texts.clear()
+        text = _dtype_texts[dtype] = dtype.str
+    return text
 
 
 # --- writers -------------------------------------------------------------------------------------
@@ -120,31 +136,70 @@ def encode_layout(layout: tuple[Any, ...], nbytes: list[int]) -> EncodedLayout:
     return encoded
 
 
+# The dtypes and shapes of the last batch of arrays alone, and its encoding; see ``encode_arrays``.
+_last_arrays: tuple[list[np.dtype[Any]], list[tuple[int, ...]], EncodedLayout | None] = ([], [], None)
+_get_dtype = operator.attrgetter("dtype")
+_get_shape = operator.attrgetter("shape")
+
+
+def encode_arrays(arrays: list[np.ndarray]) -> EncodedLayout:
+    """``encode_layout`` of a batch whose samples are arrays alone (the common batch).
+
+    A batch with the dtypes and shapes of the batch before (so the same sizes) reuses its
+    encoding without building its layout.
+    """
+    global _last_arrays
+    dtypes, shapes = list(map(_get_dtype, arrays)), list(map(_get_shape, arrays))
+    last_dtypes, last_shapes, encoded = _last_arrays
+    if encoded is not None and shapes == last_shapes and dtypes == last_dtypes:
+        return encoded
+    layout = tuple([(_ARRAY, dtype_text(dtype), shape) for dtype, shape in zip(dtypes, shapes, strict=True)])
+    encoded = encode_layout(layout, [array.nbytes for array in arrays])
+    _last_arrays = (dtypes, shapes, encoded) if len(arrays) <= _MAX_CACHED_ARRAYS else ([], [], None)
+    return encoded
+
+
 # --- readers -------------------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
 class SamplesLayout:
-    """A decoded samples meta: its samples, where its bool arrays lie, and the end of the array ending last."""
+    """A decoded samples meta: its samples, and where its bool arrays lie."""
 
-    samples: list[dict[str, Any]]
-    bools: list[tuple[str, int, int]]  # (field path, offset, nbytes)
-    data_end: int
+    __slots__ = ("samples", "bools", "_data_end")
+
+    def __init__(self, samples: list[dict[str, Any]], bools: list[tuple[str, int, int]]) -> None:
+        self.samples = samples
+        self.bools = bools  # (field path, offset, nbytes) of each bool array
+        self._data_end: int | None = None
+
+    @property
+    def data_end(self) -> int:
+        """The end of the array ending last (0 without arrays); computed once per layout."""
+        if self._data_end is None:
+            self._data_end = _data_end(self.samples)
+        return self._data_end
 
 
-def _walk(samples: list[dict[str, Any]], path: str, bools: list[tuple[str, int, int]]) -> int:
-    """The end of the array ending last in ``samples``; each bool array's (path, offset, nbytes) goes to ``bools``."""
+def _data_end(samples: list[dict[str, Any]]) -> int:
     end = 0
-    for i, sample in enumerate(samples):
-        if sample["kind"] == _ARRAY:
-            end = max(end, sample["offset"] + sample["nbytes"])
-            if sample["dtype"] == BOOL_DTYPE:
-                bools.append((f"{path}[{i}]", sample["offset"], sample["nbytes"]))
-        else:
-            end = max(end, _walk(sample["items"], f"{path}[{i}].items", bools))
+    for sample in samples:
+        stop = sample["offset"] + sample["nbytes"] if sample["kind"] is _ARRAY else _data_end(sample["items"])
+        if stop > end:
+            end = stop
     return end
 
 
+def _bool_arrays(samples: list[dict[str, Any]], path: str, found: list[tuple[str, int, int]]) -> None:
+    for i, sample in enumerate(samples):
+        if sample["kind"] is _ARRAY:
+            if sample["dtype"] == BOOL_DTYPE:
+                found.append((f"{path}[{i}]", sample["offset"], sample["nbytes"]))
+        else:
+            _bool_arrays(sample["items"], f"{path}[{i}].items", found)
+
+
+# A bool array's dtype is these bytes in the meta: a meta without them has none to look for.
+_BOOL_BYTES = BOOL_DTYPE.encode()
 _layouts: dict[tuple[bytes, int], SamplesLayout] = {}
 # The layout decoded or found last: a pipeline with fixed shapes finds it without hashing the bytes.
 _last: tuple[bytes, int, SamplesLayout | None] = (b"", -1, None)
@@ -165,7 +220,9 @@ def decode_layout(data: bytes, chunk_size: int) -> SamplesLayout:
     if layout is None:
         samples = shm_samples_meta.decode(data, chunk_size=chunk_size)["samples"]
         bools: list[tuple[str, int, int]] = []
-        layout = SamplesLayout(samples, bools, _walk(samples, "samples", bools))
+        if _BOOL_BYTES in data:
+            _bool_arrays(samples, "samples", bools)
+        layout = SamplesLayout(samples, bools)
         if len(data) > _MAX_CACHED_BYTES:
             return layout
         if len(_layouts) >= _SLOTS:
@@ -186,7 +243,7 @@ def check_bools(view: memoryview, layout: SamplesLayout) -> None:
 
 def _first_beyond(samples: list[dict[str, Any]], path: str, end: int) -> tuple[str, int, int]:
     for i, sample in enumerate(samples):
-        if sample["kind"] == _ARRAY:
+        if sample["kind"] is _ARRAY:
             if sample["offset"] + sample["nbytes"] > end:
                 return f"{path}[{i}].nbytes", sample["offset"], sample["nbytes"]
         elif sample["items"]:
@@ -223,7 +280,7 @@ def build_samples(buffer: Any, samples: list[dict[str, Any]]) -> list[Any]:
     built: list[Any] = []
     for sample in samples:
         kind = sample["kind"]
-        if kind == _ARRAY:
+        if kind is _ARRAY:
             text = sample["dtype"]
             built.append(_ndarray(sample["shape"], _dtypes.get(text) or _dtype(text), buffer, sample["offset"]))
         else:

@@ -347,6 +347,22 @@ def test_a_batch_shaped_like_the_last_reuses_its_encoded_meta() -> None:
     assert plan_batch([np.ones((3, 2), np.float32), np.array([False, True])]).meta != plan.meta
 
 
+def test_a_batch_of_arrays_alone_is_encoded_as_its_layout_says_and_reused_only_when_alike() -> None:
+    batch = [np.zeros((2, 3), np.float32), np.zeros(5, np.bool_), np.zeros((), np.dtype(">i8"))]
+    encoded = _samples_layout.encode_arrays(batch)
+    assert encoded.meta == plan_batch(batch).meta
+    assert (encoded.offsets, encoded.data_end) == ([0, SAMPLE_ALIGNMENT, 2 * SAMPLE_ALIGNMENT], 2 * SAMPLE_ALIGNMENT + 8)
+    assert _samples_layout.encode_arrays([np.ones_like(a) for a in batch]) is encoded
+    for changed in (
+        [batch[0].reshape(3, 2), *batch[1:]],
+        [batch[0].astype(np.int32), *batch[1:]],
+        [*batch[:2], np.zeros((), np.dtype("<i8"))],
+        batch[:2],
+    ):
+        again = _samples_layout.encode_arrays(changed)
+        assert again.meta == plan_batch(changed).meta != encoded.meta
+
+
 def test_zero_size_sample_with_a_shape_numpy_cannot_hold_is_refused() -> None:
     written = Written([np.zeros((0, 1), np.float32)])
     first = written.meta_offset + 9

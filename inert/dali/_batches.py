@@ -18,6 +18,8 @@ from inert._samples_layout import (
     build_samples,
     check_bools,
     decode_layout,
+    dtype_text,
+    encode_arrays,
     encode_layout,
 )
 from inert.codecs import shm_message, shm_samples_meta
@@ -25,6 +27,9 @@ from inert.codecs import shm_message, shm_samples_meta
 from ._host import _dali, _original
 
 _SampleKind = shm_samples_meta.SampleKind
+_ARRAY = _SampleKind.ARRAY
+# The types in a batch of arrays alone (``_sample_to_numpy`` takes them as they are).
+_ARRAYS_ALONE = {np.ndarray}
 
 
 def _layout(sample: Any, arrays: list[np.ndarray]) -> tuple[Any, ...]:
@@ -42,7 +47,7 @@ def _layout(sample: Any, arrays: list[np.ndarray]) -> tuple[Any, ...]:
         sb = _dali.shared_batch
         array = sb._sample_to_numpy(sample, sb._sample_error_msg)
     arrays.append(array)
-    return (_SampleKind.ARRAY, array.dtype.str, array.shape)
+    return (_ARRAY, dtype_text(array.dtype), array.shape)
 
 
 def _write_batch(self: Any, batch: Any) -> None:
@@ -52,9 +57,13 @@ def _write_batch(self: Any, batch: Any) -> None:
     """
     if not batch:
         return
-    arrays: list[np.ndarray] = []
-    layout = tuple([_layout(sample, arrays) for sample in batch])
-    encoded = encode_layout(layout, [array.nbytes for array in arrays])
+    if set(map(type, batch)) == _ARRAYS_ALONE:
+        arrays = list(batch)
+        encoded = encode_arrays(arrays)
+    else:
+        arrays = []
+        layout = tuple([_layout(sample, arrays) for sample in batch])
+        encoded = encode_layout(layout, [array.nbytes for array in arrays])
     meta = encoded.meta
     self.meta_data_size = len(meta)
     self.data_size = align_up(encoded.data_end, SAMPLE_ALIGNMENT)

@@ -34,6 +34,7 @@ from inert._samples_layout import (
     check_before,
     check_bools,
     decode_layout,
+    dtype_text,
     encode_layout,
 )
 from inert.codecs import shm_message, shm_samples_meta
@@ -108,7 +109,7 @@ def _plan_sample(sample: Any, path: str, depth: int, arrays: list[np.ndarray]) -
             f"unsupported sample type {type(sample).__name__}: use a numpy array or a tuple or list of them",
         )
     array = np.asarray(sample)
-    dtype = array.dtype.str
+    dtype = dtype_text(array.dtype)
     if _checks.dtype_itemsize(dtype) is None:
         raise WriteTypeError(
             shm_samples_meta.FORMAT, path, f"unsupported dtype {dtype!r}: use bool, an integer, float or complex dtype"
