@@ -149,7 +149,7 @@ def test_inspect_inert_checkpoint_lists_tensors_values_files_and_totals(made: di
     code, out, _ = run_cli("inspect", "--json", str(made["inert"]), capsys=capsys)
     assert code == 0
     summary = json.loads(out)
-    assert summary["format"] == "inert-checkpoint" and summary["metadata"]["version"] == 1
+    assert summary["format"] == "inert-checkpoint" and summary["metadata"]["version"] == METADATA_VERSION
     tensors = {t["fqn"]: t for t in summary["tensors"]}
     assert tensors["model.w"] == {"fqn": "model.w", "dtype": "float32", "shape": [16, 8], "bytes": 512, "chunks": 1}
     assert tensors["model.b"]["dtype"] == "bfloat16" and tensors["model.t"]["shape"] == [6, 4]
@@ -160,7 +160,7 @@ def test_inspect_inert_checkpoint_lists_tensors_values_files_and_totals(made: di
     assert [f["name"] for f in summary["files"]] == ["__0_0.distcp"]
     code, text, _ = run_cli("inspect", str(made["inert"]), capsys=capsys)
     assert code == 0
-    assert "Inert checkpoint (checkpoint-metadata v1" in text
+    assert f"Inert checkpoint (checkpoint-metadata v{METADATA_VERSION}" in text  # v2 where the release records strides
     assert "  model.w  float32  (16, 8)  512 B" in text and ("  optim.betas" if FLATTENS else "  optim") in text
 
 
