@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import pickletools
 import struct
@@ -21,10 +22,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from inert._errors import (
+    InertError,
+    InvalidValueError,
+    LimitError,
+    TrailingBytesError,
+    TruncatedError,
+    UnknownTagError,
+)
 from inert._files import open_named, open_path
 
 __all__ = ["PickleScan", "scan_pickle", "looks_like_pickle", "inspect_pickle", "inspect_torch_zip",
-           "inspect_safetensors", "MAX_PICKLE", "MAX_LISTED"]
+           "inspect_safetensors", "check_safetensors", "read_safetensors_header", "SAFETENSORS_DTYPES",
+           "MAX_PICKLE", "MAX_LISTED"]
 
 #: Most bytes of one pickle walked (a pickled state dict carries its tensors inline).
 MAX_PICKLE = 256 << 20
@@ -216,24 +226,124 @@ def inspect_torch_zip(path: str) -> dict[str, Any] | None:
     return result
 
 
+#: What safetensors' torch loader reads, by dtype name: the item size in bytes.
+SAFETENSORS_DTYPES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E4M3FNUZ": 1, "F8_E5M2": 1, "F8_E5M2FNUZ": 1,
+                      "I16": 2, "U16": 2, "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8,
+                      "F64": 8, "C64": 8}
+_SAFETENSORS = "safetensors"
+_MAX_DIM = (1 << 63) - 1
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are distinct: a name twice would let the last one silently win."""
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise _Duplicate(key)
+        found[key] = value
+    return found
+
+
+class _Duplicate(Exception):
+    pass
+
+
+def read_safetensors_header(handle: Any, size: int, name: str) -> tuple[int, dict[str, Any]]:
+    """The header length and JSON header of the safetensors file ``handle`` (``size`` bytes, ``name`` in errors).
+
+    Reads at most ``MAX_SAFETENSORS_HEADER`` bytes; every fault is an ``InertError`` of format ``safetensors``
+    at its offset, its field starting with ``name``.
+    """
+    head = handle.read(8)
+    if len(head) < 8:
+        raise TruncatedError(_SAFETENSORS, len(head), f"{name}.header_length", "the file ends before 8 bytes")
+    (length,) = struct.unpack("<Q", head)
+    if length > MAX_SAFETENSORS_HEADER:
+        raise LimitError(_SAFETENSORS, 0, f"{name}.header_length", f"{length} above {MAX_SAFETENSORS_HEADER} bytes")
+    if 8 + length > size:
+        raise TruncatedError(_SAFETENSORS, 0, f"{name}.header_length",
+                             f"a {length}-byte header does not fit in the {size}-byte file")
+    text = handle.read(length)
+    if text[:1] != b"{":
+        raise InvalidValueError(_SAFETENSORS, 8, f"{name}.header", "is not a JSON object")
+    try:
+        header = json.loads(text, object_pairs_hook=_unique_pairs)
+    except _Duplicate as exc:
+        raise InvalidValueError(_SAFETENSORS, -1, f"{name}.header", f"names {exc.args[0]!r} twice") from None
+    except json.JSONDecodeError as exc:
+        at = 8 + len(exc.doc[:exc.pos].encode("utf-8", "surrogatepass"))
+        raise InvalidValueError(_SAFETENSORS, at, f"{name}.header", f"is not JSON: {exc.msg}") from None
+    except UnicodeDecodeError as exc:
+        raise InvalidValueError(_SAFETENSORS, 8 + exc.start, f"{name}.header", "is not UTF-8") from None
+    except RecursionError:
+        raise LimitError(_SAFETENSORS, 8, f"{name}.header", "nests too deep") from None
+    if not isinstance(header, dict):
+        raise InvalidValueError(_SAFETENSORS, 8, f"{name}.header", "is not a JSON object")
+    return length, header
+
+
+def check_safetensors(handle: Any, name: str) -> dict[str, Any]:
+    """The header of the safetensors file ``handle``, every entry checked as a reader must before trusting it:
+    a known dtype, a shape of ints 0..2**63-1 whose element count fits in int64, ``data_offsets`` inside the
+    data, of the shape's size, in order and covering it without gap or overlap, ``__metadata__`` strings."""
+    size = os.fstat(handle.fileno()).st_size
+    length, header = read_safetensors_header(handle, size, name)
+    data_start, data_size = 8 + length, size - 8 - length
+    meta = header.get("__metadata__")
+    if meta is not None and (not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values())):
+        raise InvalidValueError(_SAFETENSORS, -1, f"{name}.__metadata__", "is not an object of strings")
+    ranges: list[tuple[int, int, str]] = []
+    for tensor, entry in header.items():
+        if tensor == "__metadata__":
+            continue
+        field = f"{name}.{tensor}"
+        if not isinstance(entry, dict) or set(entry) != {"dtype", "shape", "data_offsets"}:
+            raise InvalidValueError(_SAFETENSORS, -1, field, "is not an object of dtype, shape and data_offsets")
+        dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+        if not isinstance(dtype, str) or dtype not in SAFETENSORS_DTYPES:
+            raise UnknownTagError(_SAFETENSORS, -1, f"{field}.dtype", f"{str(dtype)[:40]!r} is not a known dtype")
+        if not isinstance(shape, list) or len(shape) > 64:
+            raise InvalidValueError(_SAFETENSORS, -1, f"{field}.shape", "is not a list of at most 64 dims")
+        count = 1
+        for index, dim in enumerate(shape):
+            if type(dim) is not int or not 0 <= dim <= _MAX_DIM:
+                raise InvalidValueError(_SAFETENSORS, -1, f"{field}.shape[{index}]",
+                                        f"{str(dim)[:40]} is not an int from 0 to 2**63-1")
+            count *= dim or 1
+        if count * SAFETENSORS_DTYPES[dtype] > _MAX_DIM:  # zero dims aside: torch computes strides in int64
+            raise LimitError(_SAFETENSORS, -1, f"{field}.shape", f"{shape} of {dtype} overflows int64 bytes")
+        nbytes = math.prod(shape) * SAFETENSORS_DTYPES[dtype]
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int for o in offsets)):
+            raise InvalidValueError(_SAFETENSORS, -1, f"{field}.data_offsets", "is not two ints")
+        begin, end = offsets
+        if not 0 <= begin <= end <= data_size:
+            raise InvalidValueError(_SAFETENSORS, data_start + max(begin, 0), f"{field}.data_offsets",
+                                    f"[{begin}, {end}] is not a range inside the {data_size} bytes of data")
+        if end - begin != nbytes:
+            raise InvalidValueError(_SAFETENSORS, data_start + begin, f"{field}.data_offsets",
+                                    f"holds {end - begin} bytes, the shape {shape} of {dtype} is {nbytes}")
+        ranges.append((begin, end, field))
+    reached = 0
+    for begin, end, field in sorted(ranges):
+        if begin != reached:
+            what = "overlaps the tensor before it" if begin < reached else f"leaves bytes {reached}..{begin} unused"
+            raise InvalidValueError(_SAFETENSORS, data_start + begin, f"{field}.data_offsets", what)
+        reached = end
+    if reached != data_size:
+        raise TrailingBytesError(_SAFETENSORS, data_start + reached, f"{name}.data",
+                                 f"{data_size - reached} bytes after the last tensor")
+    return header
+
+
 def inspect_safetensors(path: str) -> dict[str, Any] | None:
     """A safetensors file (8-byte little-endian header length, JSON header), or None if it is not one."""
     with os.fdopen(open_named(path, "safetensors"), "rb") as handle:
         size = os.fstat(handle.fileno()).st_size
-        head = handle.read(8)
-        if len(head) < 8:
+        try:
+            length, header = read_safetensors_header(handle, size, os.path.basename(path))
+        except InertError:
             return None
-        (length,) = struct.unpack("<Q", head)
-        if length < 2 or length > MAX_SAFETENSORS_HEADER or 8 + length > size:
-            return None
-        text = handle.read(length)
-    if text[:1] != b"{":
-        return None
-    try:
-        header = json.loads(text)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(header, dict):
+    if length < 2:
         return None
     meta = header.pop("__metadata__", None)
     tensors: list[dict[str, Any]] = []

@@ -22,9 +22,9 @@ import os
 import sys
 from typing import Any
 
-from inert._errors import InertError, LimitError
-from inert._files import open_in
-from inert._foreign import inspect_safetensors, looks_like_pickle
+from inert._errors import InertError, InvalidValueError, LimitError
+from inert._files import open_path
+from inert._foreign import check_safetensors, inspect_safetensors, looks_like_pickle
 from inert.cli.support import INVALID, CommandError, Progress
 
 __all__ = ["source_kind", "convert", "TORCH_SAVE", "SAFETENSORS"]
@@ -32,6 +32,7 @@ __all__ = ["source_kind", "convert", "TORCH_SAVE", "SAFETENSORS"]
 TORCH_SAVE = "torch-save"
 SAFETENSORS = "safetensors"
 _SUFFIX = ".safetensors"
+_UNREADABLE = "not a readable safetensors file"
 
 
 def _safetensors_files(path: str) -> list[str]:
@@ -48,7 +49,7 @@ def source_kind(path: str) -> str | None:
         head = handle.read(16)
     if head.startswith(b"PK\x03\x04") or looks_like_pickle(head):
         return TORCH_SAVE
-    if inspect_safetensors(path) is not None:
+    if path.endswith(_SUFFIX) or inspect_safetensors(path) is not None:  # a damaged one is refused by its fault
         return SAFETENSORS
     return None
 
@@ -69,41 +70,44 @@ def _load_torch_save(path: str) -> dict[str, Any]:
             IndexError, RecursionError, OverflowError, MemoryError) as exc:  # IndexError: an APPEND on an empty stack
         from inert.cli.migrate import _why
 
-        raise CommandError(f"{path}: torch.load(weights_only=True) refuses it: {_why(exc)}", INVALID) from None
+        raise InvalidValueError(TORCH_SAVE, -1, path, f"torch.load(weights_only=True) refuses it: {_why(exc)}") from None
     _depth(path, state, format=TORCH_SAVE)
     if not isinstance(state, dict):
-        raise CommandError(f"{path} holds a {type(state).__module__}.{type(state).__qualname__}, not a dict: "
-                           "migrate converts state dicts (save model.state_dict(), not the model)", INVALID)
+        raise InvalidValueError(TORCH_SAVE, -1, path, f"holds a {type(state).__module__}.{type(state).__qualname__}, "
+                                "not a dict: migrate converts state dicts (save model.state_dict(), not the model)")
     return state
 
 
 def _load_safetensors(path: str) -> dict[str, Any]:
+    """Every tensor of the safetensors file or directory ``path``; each header checked first
+    (``check_safetensors``), so every fault is an ``InertError`` of format ``safetensors`` naming the file,
+    the offset where it is at one and the field, never a traceback of the loader."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
-    files = _safetensors_files(path) if os.path.isdir(path) else [path]
+    inside = os.path.isdir(path)
+    files = _safetensors_files(path) if inside else [path]
     state: dict[str, Any] = {}
     owner: dict[str, str] = {}
     for name in files:
-        try:
-            # A directory's entries are read as every reader reads a directory: regular files inside it, never
-            # a link (to a file outside it) or a FIFO; the descriptor is what safetensors opens.
-            fd = open_in(os.path.dirname(name), os.path.basename(name), SAFETENSORS) if os.path.isdir(path) else None
-        except InertError as exc:
-            raise CommandError(f"{name}: {exc}", INVALID) from None
-        try:
-            tensors = load_file(name if fd is None else f"/proc/self/fd/{fd}", device="cpu")
-        except (SafetensorError, OSError, ValueError, TypeError, OverflowError) as exc:  # TypeError: a 2**63 shape
-            why = str(exc).split("Exception raised from")[0].strip()  # torch's C++ frames follow
-            raise CommandError(f"{name}: not a readable safetensors file: {why}", INVALID) from None
-        finally:
-            if fd is not None:
-                os.close(fd)
-        for key, tensor in tensors.items():
+        # A directory's entries are read as every reader reads a directory: regular files inside it, never
+        # a link (to a file outside it) or a FIFO; the descriptor checked is the one safetensors opens.
+        with os.fdopen(open_path(name, SAFETENSORS, inside=inside), "rb") as handle:
+            label = os.path.basename(name)
+            try:
+                header = check_safetensors(handle, label)
+            except InertError as exc:  # one wording for every header fault and the loader's own refusals
+                raise type(exc)(exc.format, exc.offset, exc.field, f"{_UNREADABLE}: {exc.reason}") from None
+            try:
+                tensors = load_file(f"/proc/self/fd/{handle.fileno()}", device="cpu")
+            except (SafetensorError, OSError, ValueError, TypeError, OverflowError, RuntimeError) as exc:
+                why = " ".join(str(exc).split("Exception raised from")[0].split())  # torch's C++ frames follow
+                raise InvalidValueError(SAFETENSORS, -1, label, f"{_UNREADABLE}: {why[:300]}") from None
+        for key in (k for k in header if k != "__metadata__"):
             if key in owner:
-                raise CommandError(f"{name}: tensor {key!r} is also in {owner[key]}", INVALID)
-            owner[key] = name
-            state[key] = tensor
+                raise InvalidValueError(SAFETENSORS, -1, f"{label}.{key}", f"tensor {key!r} is also in {owner[key]}")
+            owner[key] = label
+        state.update(tensors)
     return state
 
 

@@ -410,13 +410,13 @@ def _load(src: str, metadata: Any, progress: Progress) -> dict[str, Any]:
             data = value.getvalue()
             if torch_save_depth(data, MAX_DEPTH) > MAX_DEPTH:  # before torch's unpickler hashes what it builds
                 refusals.append(_refusal(_file_of(read_item), f"{fqn}: nests objects more than {MAX_DEPTH} deep",
-                                         LimitError))
+                                         LimitError, _offset_of(read_item)))
                 raise refusals[-1]
             try:
                 loaded = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
             except Exception as exc:  # noqa: BLE001 - torch.load raises many kinds for a refused pickle
                 refusals.append(_refusal(_file_of(read_item), f"{fqn}: torch.load(weights_only=True) refused the "
-                                         f"value: {_why(exc)}"))
+                                         f"value: {_why(exc)}", offset=_offset_of(read_item)))
                 raise
             try:
                 _depth(f"{_file_of(read_item)}: {fqn}", loaded)
@@ -433,6 +433,10 @@ def _load(src: str, metadata: Any, progress: Progress) -> dict[str, Any]:
         info = metadata.storage_data.get(read_item.storage_index)
         return info.relative_path if info is not None else METADATA_NAME
 
+    def _offset_of(read_item: Any) -> int:
+        info = metadata.storage_data.get(read_item.storage_index)
+        return info.offset if info is not None else -1
+
     state: dict[str, Any] = {}
     for fqn, md in metadata.state_dict_metadata.items():
         if isinstance(md, BytesStorageMetadata):
@@ -443,11 +447,13 @@ def _load(src: str, metadata: Any, progress: Progress) -> dict[str, Any]:
         except (RuntimeError, MemoryError) as exc:
             raise _refusal(f"{METADATA_NAME}.{fqn}", f"a tensor of size {tuple(md.size)} cannot be allocated: "
                            f"{_why(exc)}", LimitError) from None
+    _check_tensor_records(src, metadata)
     options: dict[str, Any] = {} if TORCH_VERSION < (2, 5) else {"no_dist": True}
     refusals: list[InertError] = []
     try:
         with warnings.catch_warnings():  # DCP warns that it runs in one process: that is the intent
             warnings.filterwarnings("ignore", "torch.distributed is disabled")
+            warnings.filterwarnings("ignore", ".*weights_only Unpickler might not support")  # the refusal says it
             dcp.load(state, storage_reader=Reader(src),
                      planner=Planner(flatten_state_dict=False, flatten_sharded_tensors=False), **options)
     except BaseException as exc:  # DCP wraps every rank's failure in a CheckpointException (a BaseException)
@@ -455,11 +461,53 @@ def _load(src: str, metadata: Any, progress: Progress) -> dict[str, Any]:
             raise refusals[0] from None
         if not isinstance(exc, Exception) and not hasattr(exc, "failures"):
             raise  # KeyboardInterrupt, SystemExit
-        raise _refusal("", f"reading failed: {_why(_inner(exc))}") from None
+        inner = _inner(exc)
+        item = _failed_item(inner)
+        info = metadata.storage_data.get(item.storage_index) if item is not None else None
+        if info is None:
+            raise _refusal("", f"reading failed: {_why(inner)}") from None
+        raise _refusal(f"{info.relative_path}: {item.storage_index.fqn}",  # type: ignore[union-attr]
+                       f"torch.load(weights_only=True) refused the tensor record: {_why(inner)}",
+                       offset=info.offset) from None
     for fqn, md in metadata.state_dict_metadata.items():
         if not isinstance(md, BytesStorageMetadata) and md.properties.requires_grad and state[fqn].is_floating_point():
             state[fqn].requires_grad_(True)
     return state
+
+
+def _check_tensor_records(src: str, metadata: Any) -> None:
+    """Every tensor record's pickle nests at most ``MAX_DEPTH`` deep, read from its opcodes before DCP's reader
+    gives the record to torch's unpickler, which would hash a dict key of a million nested tuples in C without
+    a depth check (a segfault).  Only each record's ``data.pkl`` is read, not the tensor's bytes."""
+    from torch.distributed.checkpoint.metadata import BytesStorageMetadata
+
+    from inert.cli._pickle_depth import record_depth
+
+    by_file: dict[str, list[Any]] = {}
+    for key, info in metadata.storage_data.items():
+        if not isinstance(metadata.state_dict_metadata.get(key.fqn), BytesStorageMetadata):
+            by_file.setdefault(info.relative_path, []).append((key, info))
+    for name, records in by_file.items():
+        fd = open_in(src, name, LEGACY_FORMAT)
+        try:
+            for key, info in records:
+                if record_depth(fd, info.offset, info.length, MAX_DEPTH) > MAX_DEPTH:
+                    raise _refusal(f"{name}: {key.fqn}", f"the tensor record nests objects more than {MAX_DEPTH} deep",
+                                   LimitError, info.offset)
+        finally:
+            os.close(fd)
+
+
+def _failed_item(exc: BaseException) -> Any:
+    """The ``ReadItem`` DCP's reader was reading when ``exc`` was raised (its frame's ``req``), or None."""
+    tb = exc.__traceback__
+    found = None
+    while tb is not None:
+        req = tb.tb_frame.f_locals.get("req") if tb.tb_frame.f_code.co_name == "read_data" else None
+        if req is not None and hasattr(req, "storage_index"):
+            found = req
+        tb = tb.tb_next
+    return found
 
 
 def _inner(exc: BaseException) -> BaseException:
