@@ -98,12 +98,11 @@ def candidates() -> tuple[dict[str, Callable[[], Any]], dict[str, Callable[[], A
     assert [s["offset"] for s in value] == [s.offset for s in dali_objects]
 
     def inert_encode() -> Any:
-        arrays: list[np.ndarray] = []
-        layout = tuple([_batches._layout(sample, arrays) for sample in batch])
-        return _samples_layout.encode_layout(layout, [array.nbytes for array in arrays])
+        return _batches._encoded(batch)  # what the worker's writer does before copying the arrays
 
     def inert_encode_new() -> Any:
         _samples_layout._encodings.clear()
+        _samples_layout._last_arrays = ([], [], None)
         return inert_encode()
 
     decode = {

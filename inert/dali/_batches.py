@@ -14,6 +14,7 @@ from inert._errors import InvalidValueError, WriteTypeError, WriteValueError
 from inert._samples_layout import (
     COMPLETED_TASK_AT,
     SAMPLE_ALIGNMENT,
+    EncodedLayout,
     align_up,
     build_samples,
     check_bools,
@@ -50,6 +51,16 @@ def _layout(sample: Any, arrays: list[np.ndarray]) -> tuple[Any, ...]:
     return (_ARRAY, dtype_text(array.dtype), array.shape)
 
 
+def _encoded(batch: Any) -> tuple[list[np.ndarray], EncodedLayout]:
+    """The batch's arrays, converted as DALI converts them, and its encoded samples meta."""
+    if set(map(type, batch)) == _ARRAYS_ALONE:
+        arrays = list(batch)
+        return arrays, encode_arrays(arrays)
+    arrays = []
+    layout = tuple([_layout(sample, arrays) for sample in batch])
+    return arrays, encode_layout(layout, [array.nbytes for array in arrays])
+
+
 def _write_batch(self: Any, batch: Any) -> None:
     """``SharedBatchWriter._write_batch`` with the samples' metadata in shm-samples-meta.
 
@@ -57,13 +68,7 @@ def _write_batch(self: Any, batch: Any) -> None:
     """
     if not batch:
         return
-    if set(map(type, batch)) == _ARRAYS_ALONE:
-        arrays = list(batch)
-        encoded = encode_arrays(arrays)
-    else:
-        arrays = []
-        layout = tuple([_layout(sample, arrays) for sample in batch])
-        encoded = encode_layout(layout, [array.nbytes for array in arrays])
+    arrays, encoded = _encoded(batch)
     meta = encoded.meta
     self.meta_data_size = len(meta)
     self.data_size = align_up(encoded.data_end, SAMPLE_ALIGNMENT)
