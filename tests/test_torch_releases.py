@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import torch
+from inert.codecs import checkpoint_metadata as metadata_codec
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
 
@@ -71,6 +72,14 @@ def test_every_release_of_the_table_has_a_fixture() -> None:
     assert [p.name.removeprefix("torch-") for p in RELEASES] == compat_releases()
     for path in RELEASES:  # saved by that release itself
         assert json.loads((path / EXPECTED).read_text())["torch"].split("+")[0] == path.name.removeprefix("torch-")
+
+
+def test_releases_that_record_strides_saved_metadata_v2() -> None:
+    # 2.15's TensorProperties records strides, so its row is what every column makes of checkpoint-metadata v2.
+    for path in RELEASES:
+        saved_by = tuple(int(p) for p in path.name.removeprefix("torch-").split(".")[:2])
+        tensors = metadata_codec.decode((path / ".metadata").read_bytes())["tensors"]
+        assert tensors and all(("strides_recorded" in t) == (saved_by >= (2, 15)) for t in tensors), path.name
 
 
 def test_load_reads_every_saved_value(saved: tuple[Path, dict[str, Any]]) -> None:
