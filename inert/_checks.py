@@ -41,10 +41,6 @@ __all__ = [
     "DUMP_FIRST_RECORD",
     "DUMP_MANIFEST_NAME",
     "DUMP_MIN_RECORD",
-    "check_tensor_record",
-    "check_tensor_entry",
-    "check_metadata",
-    "check_dump_manifest",
 ]
 
 #: Largest span of an array: numpy's limit, a signed 64-bit byte count.
@@ -237,60 +233,3 @@ def describe_foreign(head: bytes) -> str:
     if not head:
         return "no bytes (the input ends here)"
     return f"unknown bytes {head[:8].hex(' ')}"
-
-
-# -- the rules of four records, by name ------------------------------------------------------------------
-# The generated writers of these records check their rules through these names, so that a test can forge a
-# file a hostile writer would write (``mock.patch.object(inert._checks, "check_dump_manifest", ...)``); the
-# rules themselves are the generated ones.
-
-
-def _codec(name: str) -> Any:
-    import importlib
-
-    return importlib.import_module(f"inert.codecs.{name}")
-
-
-def check_tensor_record(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str] | None:
-    """The first fault of a tensor record's rules (``tensor.*``), or None."""
-    return _codec("checkpoint_shard")._rules_TensorRecord(value, ctx)  # type: ignore[no-any-return]
-
-
-def check_tensor_entry(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str] | None:
-    """The first fault of a metadata tensor entry's rules, or None."""
-    return _codec("checkpoint_metadata")._rules_TensorEntry(value, ctx)  # type: ignore[no-any-return]
-
-
-def check_metadata(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str] | None:
-    """The first fault of a checkpoint metadata's cross references (files, fqns, file indexes), or None."""
-    return _codec("checkpoint_metadata")._rules_CheckpointMetadata(value, ctx)  # type: ignore[no-any-return]
-
-
-def check_dump_manifest(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str] | None:
-    """The first fault of a dump manifest's cross references (``dump-manifest.*``), or None."""
-    return _codec("dump_manifest")._rules_DumpManifest(value, ctx)  # type: ignore[no-any-return]
-
-
-class _Rules:
-    """The generated rules of one record under a name of this module, with their inline test (``accept``: a
-    Python expression of ``this.<field>``, ``ctx`` and ``_checks``, true exactly when the rules hold)."""
-
-    def __init__(self, codec: str, typename: str) -> None:
-        self.codec, self.typename = codec, typename
-        self.__name__ = f"rules of {typename}"
-
-    def __call__(self, value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str] | None:
-        return getattr(_codec(self.codec), f"_rules_{self.typename}")(value, ctx)  # type: ignore[no-any-return]
-
-    @property
-    def accept(self) -> str:
-        return _codec(self.codec)._QUICK_TESTS[self.typename]  # type: ignore[no-any-return]
-
-
-check_array_sample = _Rules("shm_samples_meta", "ArraySample")
-check_sample_range = _Rules("shm_message", "SampleRange")
-check_descriptor = _Rules("shm_descriptor", "Descriptor")
-
-#: The records whose generated writers check through the names above, by typename.
-WRITER_HOOKS = {"TensorRecord": "check_tensor_record", "TensorEntry": "check_tensor_entry",
-                "CheckpointMetadata": "check_metadata", "DumpManifest": "check_dump_manifest"}

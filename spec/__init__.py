@@ -22,7 +22,6 @@ from ._rule_expr import attach
 _MODULES = (checkpoint_metadata, checkpoint_shard, dump_manifest, dump_shard, shm_message, shm_samples_meta, shm_descriptor)
 for _module in _MODULES:
     _module.FORMAT.declared = tuple(getattr(_module, "RULES", ()))
-    _module.FORMAT.order = getattr(_module, "RULE_ORDER", "")
     _module.FORMAT.constants = {
         name: value for name, value in vars(_module).items() if name.isupper() and type(value) is int
     }

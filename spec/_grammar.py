@@ -711,9 +711,7 @@ class Format:
         self.parts = parts or {}
         #: The format's own rules (its module's ``RULES``; set by ``inert.spec``).
         self.declared: tuple[SpecRule, ...] = ()
-        #: The order its own rules are checked in, where the list's order alone does not say it (its
-        #: module's ``RULE_ORDER``), and its named integer constants (``MAX_DEPTH``), for the spec pages.
-        self.order = ""
+        #: Its named integer constants (``MAX_DEPTH``), for the spec pages.
         self.constants: dict[str, int] = {}
 
     def rules(self) -> tuple[SpecRule, ...]:

@@ -53,7 +53,7 @@ from ._grammar import Array, Bytes, Optional, Record, Recursive, Tag, Union, Utf
 __all__ = [
     "NAMED", "SATURATE", "Step", "RuleSyntaxError", "parse", "steps", "relative_field", "constants",
     "record_rules", "columns", "environment", "tag_members", "union_columns", "ABSENT", "TAGS", "bind", "member",
-    "field_depth", "messages", "INDEX_NAMES", "tag_itemsize", "attach", "targets",
+    "field_depth", "messages", "records", "INDEX_NAMES", "tag_itemsize", "attach", "targets",
 ]
 
 #: Where the C compiler's products stop growing: above every constant a rule compares with (2**64).
@@ -238,6 +238,15 @@ def constants(module: Any) -> dict[str, Any]:
             for member in value:
                 names.setdefault(member.name, member)
     return names
+
+
+def records(fmt: Any) -> dict[str, Any]:
+    """The records of ``fmt``'s grammar by typename (the first of each typename), in the order first met."""
+    out: dict[str, Any] = {}
+    for table in (fmt.versions, *fmt.parts.values()):
+        for con in table.values():
+            _records(con, out, set())
+    return out
 
 
 def record_rules(fmt: Any) -> dict[str, list[tuple[Any, list[Step]]]]:

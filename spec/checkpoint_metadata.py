@@ -198,15 +198,3 @@ RULES = (
              "all(s <= 2**63 - 1 for s in strides)", r"^stride \d+ exceeds 2\*\*63 - 1$", on="TensorEntryV2",
              message="stride {strides[i]} exceeds 2**63 - 1"),
 )
-
-#: When the rules above run, and over which elements in turn.
-RULE_ORDER = (
-    "the first four are a TensorEntry's: they run as soon as the entry's last field (`chunk_crcs`; in version 2 "
-    "`strides`, and then `strides-ndim` and `stride-range` over the strides in order) is read, "
-    "before the next entry, in the order listed (`size-dimension` over the dims in order; `chunk-columns` "
-    "over chunk_byte_offsets, chunk_byte_lengths, chunk_crcs, then chunk_offsets, chunk_sizes; "
-    "`size-overflow`; `chunk-inside` dim by dim).  The other four run after the whole document and its "
-    "CRC-32: `file-name` over every file in order, then `file-unique` over every file (the second "
-    "occurrence is named), then `fqn-unique` over each tensor in order and then each value in order, then "
-    "`file-index` over the same entries in the same order (for a tensor, its chunk file indexes in order)."
-)

@@ -188,15 +188,3 @@ RULES = (
              message=("{len(keys) - sum(len(rows) for rows in shards.rows)} of the {len(keys)} keys are missing: "
                       "a row is in no shard")),
 )
-
-#: Over which elements in turn the rules above run (each element gets all of its rules before the next one).
-RULE_ORDER = (
-    "they run after the whole document and its CRC-32, rule by rule in the order listed, each over its "
-    "elements in order (fields, keys or shards, then the elements inside them), naming the first that breaks "
-    "it: `field-name-unique` over the fields; `dimension` over every DENSE field's shape, then over every "
-    "nested shape of every key; `key-unique` over the keys; `field-index` over each key's field indexes; "
-    "`nested-shapes` first over every key's count of shapes, then over every key's shapes, each against its "
-    "NESTED field's ndim; then over the shards `shard-file-name`, `shard-file-unique`, "
-    "`shard-columns`, then over every row of every shard `row-index`, `row-once`, `record-placement`, "
-    "`record-length`; last `row-placed`, naming the lowest key index in no shard."
-)

@@ -13,7 +13,6 @@ import pytest
 import torch
 from inert.codecs import dump_manifest, dump_shard
 
-import inert._checks
 from inert import (
     ChecksumError,
     ForeignFormatError,
@@ -39,16 +38,17 @@ def dumped(tmp_path: Path) -> Path:
     return tmp_path / "d"
 
 
-def _forged(rule: str) -> Any:
-    """A writer that skips one rule of the grammar, as a hostile peer's would (honest writers refuse)."""
-    return mock.patch.object(inert._checks, rule, lambda value, ctx: None)
+def _forged(codec: Any, typename: str) -> Any:
+    """A writer that skips the rules of one record (the codec's compiled ``_rules_<Typename>``), as a hostile
+    peer's would (honest writers refuse)."""
+    return mock.patch.object(codec, f"_rules_{typename}", lambda value, ctx: None)
 
 
 def _edit_manifest(path: Path, change: Callable[[dict[str, Any]], None]) -> None:
     """Rewrite the manifest with ``change`` applied (a well-formed file: the checksum is recomputed)."""
     value = dump_manifest.decode((path / "MANIFEST").read_bytes())
     change(value)
-    with _forged("check_dump_manifest"):
+    with _forged(dump_manifest, "DumpManifest"):
         (path / "MANIFEST").write_bytes(dump_manifest.encode(value))
 
 
@@ -241,7 +241,7 @@ def test_a_bool_byte_other_than_0_and_1(tmp_path: Path) -> None:
     data[payload] = 2
     # Recompute the record's checksum: the damage must be caught by the value check, not the CRC.
     record["fields"][0]["body"]["data"] = bytes([2, 0, 1])
-    with _forged("check_tensor_record"):
+    with _forged(dump_shard, "TensorRecord"):
         data[offset:] = dump_shard.encode_record(record)
     shard.write_bytes(data)
     _reject(tmp_path / "d", InvalidValueError, "rows[0].fields[0].body.data", "byte other than 0 and 1")

@@ -29,7 +29,6 @@ import torch.distributed.checkpoint as dcp
 from inert.codecs import checkpoint_metadata as cm
 from inert.codecs import dump_manifest
 
-import inert._checks
 import inert.torch
 from inert import InertError, InvalidValueError, LimitError, WriteTypeError
 from inert._allowlist import RefusedGlobal, load_legacy_metadata
@@ -48,17 +47,18 @@ def _cli(*argv: str, stdin: Any = subprocess.DEVNULL, timeout: float = 120) -> s
                           stdin=stdin)
 
 
-def _forged(rule: str) -> Any:
-    """A writer that skips one rule of the grammar, as a hostile peer's would (honest writers refuse)."""
-    return mock.patch.object(inert._checks, rule, lambda value, ctx: None)
+def _forged(codec: Any, typename: str) -> Any:
+    """A writer that skips the rules of one record (the codec's compiled ``_rules_<Typename>``), as a hostile
+    peer's would (honest writers refuse)."""
+    return mock.patch.object(codec, f"_rules_{typename}", lambda value, ctx: None)
 
 
 def _edit_metadata(path: Path, change: Any, *skip: str) -> None:
     meta = cm.decode((path / ".metadata").read_bytes())
     change(meta)
     with contextlib.ExitStack() as stack:
-        for rule in skip:
-            stack.enter_context(_forged(rule))
+        for typename in skip:
+            stack.enter_context(_forged(cm, typename))
         (path / ".metadata").write_bytes(cm.encode(meta, version=METADATA_VERSION))
 
 
@@ -161,7 +161,7 @@ def test_zero_element_tensor_with_a_dimension_of_2_63_is_refused_by_the_metadata
         meta["tensors"][0]["size"] = [0, 1 << 63]
         meta["tensors"][0]["chunk_sizes"] = [0, 1 << 63]
 
-    _edit_metadata(tmp_path, huge, "check_tensor_entry")
+    _edit_metadata(tmp_path, huge, "TensorEntry")
     for call in (lambda: load_tensors(tmp_path), lambda: inert.torch.load({"w": torch.ones(0, 4)}, tmp_path)):
         with pytest.raises(InvalidValueError, match=r"size\[1\]: dimension 9223372036854775808 exceeds 2\*\*63 - 1"):
             call()
@@ -176,7 +176,7 @@ def test_zero_element_dump_field_with_a_dimension_of_2_63_is_refused_by_the_mani
     dump([Row("a", 0, {"x": torch.ones(0, 4)}, {})], path)
     value = dump_manifest.decode((path / "MANIFEST").read_bytes())
     value["fields"][0]["layout"]["shape"] = [0, 1 << 63]
-    with _forged("check_dump_manifest"):
+    with _forged(dump_manifest, "DumpManifest"):
         (path / "MANIFEST").write_bytes(dump_manifest.encode(value))
     with pytest.raises(InvalidValueError, match=r"fields\[0\]\.layout\.shape\[1\]: dimension"):
         load(path, mapped=copy)

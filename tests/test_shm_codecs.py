@@ -255,7 +255,23 @@ _ARRAYS = st.fixed_dictionaries(
 )
 
 
-def _quick_test(check: Any, value: dict[str, Any], ctx: dict[str, Any]) -> bool:
+class _Rules:
+    """The compiled rules of one record (the codec's ``_rules_<Typename>``) and their inline test (``accept``)."""
+
+    def __init__(self, codec: Any, typename: str) -> None:
+        self.codec, self.typename = codec, typename
+        self.accept: str = codec._QUICK_TESTS[typename]
+
+    def __call__(self, value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str] | None:
+        return getattr(self.codec, f"_rules_{self.typename}")(value, ctx)  # type: ignore[no-any-return]
+
+
+_ARRAY_SAMPLE = _Rules(shm_samples_meta, "ArraySample")
+_SAMPLE_RANGE = _Rules(shm_message, "SampleRange")
+_DESCRIPTOR = _Rules(shm_descriptor, "Descriptor")
+
+
+def _quick_test(check: _Rules, value: dict[str, Any], ctx: dict[str, Any]) -> bool:
     return bool(eval(check.accept, {"_checks": _checks, "this": SimpleNamespace(**value), "ctx": ctx}))  # noqa: S307
 
 
@@ -268,14 +284,14 @@ def test_array_quick_test_holds_exactly_when_the_rule_accepts(value: dict[str, A
         value["offset"] -= value["offset"] % itemsize
     assume(value["nbytes"] <= U64_MAX)  # the reader reads it as a u64: nothing larger reaches the rule
     ctx = {"chunk_size": chunk}
-    assert _quick_test(_checks.check_array_sample, value, ctx) == (_checks.check_array_sample(value, ctx) is None)
+    assert _quick_test(_ARRAY_SAMPLE, value, ctx) == (_ARRAY_SAMPLE(value, ctx) is None)
 
 
 @settings(max_examples=2000, deadline=None)
 @given(st.lists(st.integers(-3, 8), min_size=6, max_size=6))
 def test_sample_range_quick_test_holds_exactly_when_the_rule_accepts(fields: list[int]) -> None:
     value = dict(zip(("start", "end", "iteration", "epoch", "slice_start", "slice_end"), fields, strict=True))
-    assert _quick_test(_checks.check_sample_range, value, {}) == (_checks.check_sample_range(value, {}) is None)
+    assert _quick_test(_SAMPLE_RANGE, value, {}) == (_SAMPLE_RANGE(value, {}) is None)
 
 
 @settings(max_examples=2000, deadline=None)
@@ -283,7 +299,7 @@ def test_sample_range_quick_test_holds_exactly_when_the_rule_accepts(fields: lis
 def test_descriptor_quick_test_holds_exactly_when_the_rule_accepts(fields: list[int], chunk: int | None) -> None:
     value = dict(zip(("worker_id", "shm_chunk_id", "shm_capacity", "offset", "num_bytes"), fields, strict=True))
     ctx = {"chunk_size": chunk}
-    assert _quick_test(_checks.check_descriptor, value, ctx) == (_checks.check_descriptor(value, ctx) is None)
+    assert _quick_test(_DESCRIPTOR, value, ctx) == (_DESCRIPTOR(value, ctx) is None)
 
 
 def test_short_strings_are_remembered_within_a_bound() -> None:

@@ -1,7 +1,7 @@
 """The manifest of a dump: reading it bounded and read-only.
 
 The grammar checks every field and how the fields refer to each other
-(:func:`inert._checks.check_dump_manifest`), so a decoded manifest is whole.
+(the rules ``dump-manifest.*``, compiled into the codec), so a decoded manifest is whole.
 """
 
 from __future__ import annotations
@@ -11,12 +11,16 @@ from typing import Any
 
 from inert._checks import DUMP_FIRST_RECORD as FIRST_RECORD
 from inert._checks import DUMP_MANIFEST_NAME as MANIFEST_NAME
-from inert._checks import check_dump_manifest as check_manifest
 from inert._errors import ForeignFormatError
 from inert._files import open_in
 from inert.codecs import dump_manifest as manifest_codec
 
 __all__ = ["MANIFEST_NAME", "FORMAT", "check_manifest", "read_manifest", "FIRST_RECORD"]
+
+
+def check_manifest(value: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str] | None:
+    """The first fault of a manifest's cross references (``dump-manifest.*``): (field, reason), or None."""
+    return manifest_codec._rules_DumpManifest(value, ctx)  # type: ignore[no-any-return]
 
 FORMAT = manifest_codec.FORMAT
 

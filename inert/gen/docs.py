@@ -21,6 +21,7 @@ from typing import Any
 
 from inert._checks import CHECKPOINT_ITEMSIZES
 from inert._errors import ERROR_CLASSES
+from inert.spec import _rule_expr
 from inert.spec._grammar import (
     Array,
     Bool8,
@@ -307,8 +308,9 @@ def _rules_section(fmt: Format) -> str:
         lines.append(f"{number}. **`{rule.id}`** ({rule.kind}; field: {field}): {_with_values(fmt, rule.sentence)} "
                      f"*Check:* `{rule.check}`.")
     lines.append("")
-    if fmt.order:
-        lines.append("Order of the format's own rules: " + _with_values(fmt, fmt.order))
+    order = _rule_order(fmt)
+    if order:
+        lines.append(order)
         lines.append("")
     if any(r.id.startswith("value.") for r in fmt.rules()):
         lines.append("### Value documents")
@@ -323,6 +325,24 @@ def _rules_section(fmt: Format) -> str:
 
 #: A named constant in prose (``MAX_DEPTH``, with or without quotes) not already followed by its value.
 _CONSTANT = re.compile(r"(``|`)?\b([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)\b(``|`)?(?!`* ?[(=])")
+
+
+def _rule_order(fmt: Format) -> str:
+    """When the format's own rules run, from their declarations: by record, each after the record's last field,
+    in the order declared, each step over its field's elements in order."""
+    found = _rule_expr.records(fmt)
+    lines = []
+    for typename, rules in _rule_expr.record_rules(fmt).items():
+        last = found[typename].fields[-1][0]
+        each = "; ".join(f"`{rule.id.split('.', 1)[1]}` over " + ", then ".join(f"`{step.field}`" for step in steps)
+                         for rule, steps in rules)
+        lines.append(f"- `{typename}`, after its last field `{last}`: {each}.")
+    if not lines:
+        return ""
+    return ("Order of the format's own rules: from their declarations, each record's rules run after its last "
+            "field is read, before anything after the record, in the order declared; a rule over several fields takes "
+            "them in turn, and over elements (`[i]`) takes them in order and names the first that breaks it.\n\n"
+            + "\n".join(lines))
 
 
 def _with_values(fmt: Format, text: str) -> str:
