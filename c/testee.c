@@ -626,6 +626,7 @@ typedef struct {
     void **blocks;
     size_t n, cap;
     const char *unsupported; /* set where the JSON holds what no value tree can (an int beyond 64 bits) */
+    const char *malformed;   /* set where a spelling is no value's (base64 not canonical): a write-type refusal */
 } Pool;
 
 static void *pool_alloc(Pool *p, size_t count, size_t size) {
@@ -704,18 +705,22 @@ static int jtext(Json *j, Pool *pool, const uint8_t **out, size_t *len) {
     return 1;
 }
 
+/* Canonical base64 only (RFC 4648 section 4: `=` padding, no line breaks, the unused bits zero): one
+ * spelling per value, as PROTOCOL.md states; anything else marks the pool malformed (write-type). */
 static int unbase64(Pool *pool, const uint8_t *s, size_t n, inert_value *out) {
     uint8_t *data = pool_alloc(pool, n / 4 * 3 + 1, 1);
-    size_t len = 0;
+    size_t len = 0, pad = n >= 1 && s[n - 1] == '=' ? (n >= 2 && s[n - 2] == '=' ? 2 : 1) : 0;
     uint32_t acc = 0;
     int bits = 0;
-    for (size_t k = 0; k < n && s[k] != '='; k++) {
+    if (n % 4) return pool->malformed = "base64 not padded to a multiple of 4 characters", 0;
+    for (size_t k = 0; k < n - pad; k++) {
         const char *alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
         const char *at = s[k] ? strchr(alphabet, s[k]) : NULL;
-        if (!at) return 0;
+        if (!at) return pool->malformed = "a character outside the base64 alphabet", 0;
         acc = acc << 6 | (uint32_t)(at - alphabet), bits += 6;
         if (bits >= 8) data[len++] = (uint8_t)(acc >> (bits - 8)), bits -= 8;
     }
+    if (acc & ((1u << bits) - 1)) return pool->malformed = "base64 whose unused bits are not zero", 0;
     out->data = data, out->len = len;
     return 1;
 }
@@ -847,7 +852,7 @@ static int jobject(Json *j, Pool *pool, inert_value *out, int depth) {
     if (n == 1 && members[0].name[0] == '$') {
         int ok = special(pool, members[0].name, &members[0].value, out);
         free(members);
-        if (!ok && !pool->unsupported) pool->unsupported = "an extension value the testee does not know";
+        if (!ok && !pool->unsupported && !pool->malformed) pool->unsupported = "an extension value the testee does not know";
         return 1;
     }
     inert_member *kept = pool_alloc(pool, n, sizeof *kept);
@@ -913,6 +918,13 @@ static void encode_answer(const Header *h, const uint8_t *payload, size_t n) {
     memset(&tree, 0, sizeof tree);
     int parsed = jvalue(&j, &pool, &tree, 0);
     ws(&j);
+    if (pool.malformed && !pool.unsupported) {
+        char message[160];
+        snprintf(message, sizeof message, "%s: <root>: %s", h->format, pool.malformed);
+        respond("reject", "write-type", message, NULL);
+        pool_free(&pool);
+        return;
+    }
     if (pool.unsupported || !parsed || j.p != j.end) {
         respond("unsupported", NULL, pool.unsupported ? pool.unsupported : "not canonical JSON", NULL);
         pool_free(&pool);

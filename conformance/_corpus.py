@@ -3,7 +3,8 @@
 Layout: ``corpus/<format>/v<version>/<Name>.json``, each file holding::
 
     {"name": "<Name>", "description": "<one line>",
-     "rule": "<rule id>",                     (optional: the spec rule the vector pins, as docs/spec numbers it)
+     "rule": "<rule id>",                     (the spec rule the vector pins, as docs/spec numbers it: every
+                                               refusing vector of one expected kind names the rule it is by)
      "input": "<hex>" | ["<hex>", {"repeat": "<hex>", "times": N}, ...],
      "params": {"chunk_size": N},             (optional: what the reader is told beyond the bytes)
      "expect": {"accept": <canonical JSON value>}
@@ -36,6 +37,7 @@ __all__ = [
     "canonical_text",
     "load_corpus",
     "vector_document",
+    "vector_of",
     "write_vector_document",
     "vector_file_text",
 ]
@@ -148,6 +150,11 @@ def _load(path: Path, fmt: str, version: int) -> Vector:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise HarnessError(f"{where}: {exc}") from None
+    return vector_of(doc, fmt, version, where, path.stem)
+
+
+def vector_of(doc: Any, fmt: str, version: int, where: str, stem: str) -> Vector:
+    """The vector a corpus document declares (``stem``: the name its file must have)."""
     if (
         not isinstance(doc, dict)
         or not {"name", "description", "expect"} <= set(doc) <= _KEYS
@@ -156,7 +163,7 @@ def _load(path: Path, fmt: str, version: int) -> Vector:
     ):
         raise HarnessError(f"{where}: a vector holds name, description, input or value, expect, and optionally params")
     name, description, params = doc["name"], doc["description"], doc.get("params", {})
-    if name != path.stem or not _NAME_RE.match(name):
+    if name != stem or not _NAME_RE.match(name):
         raise HarnessError(f"{where}: name {name!r} must be the file's stem, letters, digits and _")
     if not isinstance(description, str) or not description or "\n" in description:
         raise HarnessError(f"{where}: description is one non-empty line")

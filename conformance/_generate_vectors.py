@@ -6,9 +6,13 @@ writes (the test suite runs it).  Vectors come in two kinds:
 
 * written out one by one, one or more per rule of the spec, each saying what
   it tests;
-* generated: the boundaries of every limit and integer range, every enum value
-  and the first values beyond, and every truncation point of representative
-  messages.
+* generated: the boundaries of the limits and integer ranges the modules list,
+  every enum value and the first values beyond, and every truncation point of
+  representative messages.
+
+Every refusing vector names the spec rule it pins (``"rule"``): the one the
+declaration names, or else the one declared rule the reference reader's refusal
+matches, traced when the corpus is written (``with_rule``).
 
 The bytes are built there with ``struct``, independently of ``inert.codecs`` and
 of the Construct grammar, so that the corpus tests those codecs rather than
@@ -22,6 +26,7 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from . import (
     _vectors_checkpoint_metadata,
@@ -32,7 +37,8 @@ from . import (
     _vectors_shm_message,
     _vectors_shm_samples_meta,
 )
-from ._corpus import CORPUS_DIR, vector_file_text
+from ._corpus import CORPUS_DIR, vector_file_text, vector_of
+from ._trace import trace_corpus
 from ._vectorlib import Corpus
 
 #: Every format's vectors, one module each; a new format (or version) adds its module here.
@@ -54,12 +60,31 @@ BUILDERS: tuple[Callable[[], Corpus], ...] = (
 )
 
 
+def with_rule(doc: dict[str, Any], fmt: str, version: int) -> dict[str, Any]:
+    """``doc`` naming the rule it pins: a refusing vector that names none is given the one declared rule the
+    reference reader's refusal matches by kind, field and reason (:mod:`._trace`); one that names its rule
+    must be refused by that rule.  Testees that report rule ids are then held to the rule, not only the kind."""
+    if "input" not in doc or set(doc["expect"]) != {"reject"}:
+        return doc
+    vector = vector_of(doc, fmt, version, f"{fmt}/v{version}/{doc['name']}", doc["name"])
+    trace = trace_corpus([vector])
+    if trace.untraced or not trace.rejects:
+        problem = trace.untraced[0][1:] if trace.untraced else "accepted"
+        raise ValueError(f"{vector.test_name}: refused by no single declared rule: {problem}")
+    ((_, rule),) = trace.rejects
+    if doc.get("rule", rule) != rule:
+        raise ValueError(f"{vector.test_name}: names rule {doc['rule']}, refused by {rule}")
+    head = {k: doc[k] for k in ("name", "description")}
+    return {**head, "rule": rule, **{k: v for k, v in doc.items() if k not in head and k != "rule"}}
+
+
 def generate() -> dict[str, str]:
     """Relative path -> file text, for every vector."""
     files = {}
     for build in BUILDERS:
         corpus = build()
         for name, doc in corpus.docs.items():
+            doc = with_rule(doc, corpus.fmt, corpus.version)
             files[f"{corpus.fmt}/v{corpus.version}/{name}.json"] = vector_file_text(doc)
     return files
 

@@ -7,7 +7,7 @@ little-endian length then that many bytes:
   ``params``), then payload frame (the bytes to decode, or the canonical JSON
   text of the value to encode);
 * response: header frame (a JSON object: ``result`` is ``accept``, ``reject``
-  with ``kind``, or ``unsupported``; an optional ``message``), then payload
+  with ``kind`` and optionally ``rule``, or ``unsupported``; an optional ``message``), then payload
   frame (the canonical JSON of the decoded value, the encoded bytes, or empty).
 
 The testee answers requests in order until its standard input ends.  The full
@@ -63,11 +63,15 @@ class Response:
     payload: bytes = b""
     kind: str = ""
     message: str = ""
+    #: The id of the spec rule a refusal is by, when the testee reports it (optional in the protocol).
+    rule: str = ""
 
     def header(self) -> dict[str, Any]:
         header: dict[str, Any] = {"result": self.result}
         if self.kind:
             header["kind"] = self.kind
+        if self.rule:
+            header["rule"] = self.rule
         if self.message:
             header["message"] = self.message
         return header
@@ -78,7 +82,8 @@ class Response:
             text = self.payload.decode("utf-8", errors="replace")
             return f"accept {text[:200]}{'...' if len(text) > 200 else ''}"
         if self.result == "reject":
-            return f"reject {self.kind}" + (f" ({self.message})" if self.message else "")
+            by = f" by rule {self.rule}" if self.rule else ""
+            return f"reject {self.kind}{by}" + (f" ({self.message})" if self.message else "")
         return self.result + (f" ({self.message})" if self.message else "")
 
 
@@ -156,8 +161,11 @@ def write_response(stream: IO[bytes], response: Response) -> None:
 def read_response(stream: IO[bytes]) -> Response:
     header = _header(read_frame(stream), "response")
     result, kind, message = header.get("result"), header.get("kind", ""), header.get("message", "")
-    if result not in RESULTS or not isinstance(kind, str) or not isinstance(message, str):
+    rule = header.get("rule", "")
+    if result not in RESULTS or not isinstance(kind, str) or not isinstance(message, str) or not isinstance(rule, str):
         raise HarnessError(f"malformed response header {header!r}")
     if result == "reject" and not kind:
         raise HarnessError("a reject response must name the error kind")
-    return Response(result=result, kind=kind, message=message, payload=_payload(stream, "response"))
+    if rule and result != "reject":
+        raise HarnessError(f"only a reject response names a rule, not {result!r}")
+    return Response(result=result, kind=kind, message=message, rule=rule, payload=_payload(stream, "response"))

@@ -134,7 +134,8 @@ def _matches(case: Case, response: Response) -> bool:
         if outcome.result != response.result:
             continue
         if outcome.result == "reject" and outcome.kind == response.kind:
-            return True
+            # The rule is compared when both sides name one: a rule masked by another of the same kind shows.
+            return not (case.vector.rule and response.rule) or case.vector.rule == response.rule
         if outcome.result == "accept":
             got = response.payload.hex() if case.request.op == "encode" else response.payload.decode("utf-8", "replace")
             if got == outcome.text:
@@ -143,7 +144,9 @@ def _matches(case: Case, response: Response) -> bool:
 
 
 def _expected(case: Case) -> str:
-    return " or ".join(o.describe() for o in case.outcomes)
+    expected = " or ".join(o.describe() for o in case.outcomes)
+    refused = [o for o in case.outcomes if o.result == "reject"]
+    return expected + (f" by rule {case.vector.rule}" if refused and case.vector.rule else "")
 
 
 def _judge(case: Case, testee: Testee) -> tuple[str, str]:

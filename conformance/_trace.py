@@ -10,6 +10,7 @@ hold the spec and the readers together are built from this.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,12 +20,33 @@ from inert._errors import InertError
 
 from ._corpus import Vector, load_corpus
 
-__all__ = ["Trace", "trace_corpus", "base_format"]
+__all__ = ["Trace", "base_format", "declared_rules", "matching_rules", "rule_of", "trace_corpus"]
 
 
 def base_format(name: str) -> str:
     """The format a corpus folder belongs to (``checkpoint-shard.record`` belongs to ``checkpoint-shard``)."""
     return name.split(".", 1)[0]
+
+
+@functools.cache
+def declared_rules(fmt: str) -> tuple[SpecRule, ...]:
+    from inert.spec import FORMATS
+
+    rules: tuple[SpecRule, ...] = FORMATS[fmt].rules()
+    return rules
+
+
+def matching_rules(fmt: str, kind: str, field: str, reason: str, formats: dict[str, Any] | None = None) -> list[str]:
+    """The ids of the rules of ``fmt`` (or of the format it is a part of) a refusal matches."""
+    base = base_format(fmt)
+    rules: tuple[SpecRule, ...] = declared_rules(base) if formats is None else formats[base].rules()
+    return [rule.id for rule in rules if rule.matches(kind, field, reason)]
+
+
+def rule_of(fmt: str, error: InertError) -> str | None:
+    """The one rule of ``fmt`` an Inert reader's refusal is (None when it matches none or several)."""
+    matched = matching_rules(fmt, error.kind, error.field, error.reason)
+    return matched[0] if len(matched) == 1 else None
 
 
 @dataclass
@@ -45,10 +67,6 @@ def _decode(vector: Vector) -> None:
 
 def trace_corpus(vectors: list[Vector] | None = None, formats: dict[str, Any] | None = None) -> Trace:
     """Trace every decode vector of the corpus to the rules of its format."""
-    if formats is None:
-        from inert.spec import FORMATS
-
-        formats = dict(FORMATS)
     result = Trace()
     for vector in load_corpus() if vectors is None else vectors:
         if vector.value is not None:
@@ -61,8 +79,7 @@ def trace_corpus(vectors: list[Vector] | None = None, formats: dict[str, Any] | 
         try:
             _decode(vector)
         except InertError as exc:
-            rules: tuple[SpecRule, ...] = formats[fmt].rules()
-            matched = [rule.id for rule in rules if rule.matches(exc.kind, exc.field, exc.reason)]
+            matched = matching_rules(fmt, exc.kind, exc.field, exc.reason, formats)
             if len(matched) != 1 or (vector.rule is not None and matched != [vector.rule]):
                 result.untraced.append((vector.test_name, str(exc), matched))
                 continue

@@ -159,6 +159,40 @@ def value_order_vectors() -> list[tuple[str, str, bytes, Any, str]]:
     ]
 
 
+def _tuples(depth: int) -> Any:
+    """Tuples nested ``depth`` deep, the innermost empty."""
+    doc = msgpack.ExtType(1, msgpack.packb([]))
+    for _ in range(depth - 1):
+        doc = msgpack.ExtType(1, msgpack.packb([doc]))
+    return doc
+
+
+def value_level_vectors() -> list[tuple[str, str, bytes, Any, str]]:
+    """Tuples counting one level each (with the array of their payload), and the extensions' payloads checked
+    in document order, depth first: (name, what, document, accepted JSON or refused kind, rule)."""
+    ext, pack = msgpack.ExtType, lambda v: msgpack.packb(v, use_bin_type=True)
+    bad_dtype = ext(7, bytes([99, 0]))  # an array of dtype code 99: unknown-tag
+    bad_size = ext(9, pack(["x"]))  # a torch.Size holding a str: invalid-value
+    # Tuples nested 64 deep (accepted) are left out while the C writer sizes each extension's payload by
+    # encoding it once more per level (2**depth work: 22 levels take 2 s).
+    return [
+        ("ValueTuplesOverDepthLimit", "tuples nested 65 deep", pack(_tuples(65)), "limit", "value.depth"),
+        ("ValueTupleInListsAtDepthLimit", "an empty tuple inside lists 63 deep: at depth 64",
+         pack(_lists(63, ext(1, pack([])))), _lists(63, {"$tuple": []}), "value.depth"),
+        ("ValueTupleInListsOverDepthLimit", "an empty tuple inside lists 64 deep: at depth 65, a tuple counts",
+         pack(_lists(64, ext(1, pack([])))), "limit", "value.depth"),
+        ("ValuePayloadsInDocumentOrder", "an array of unknown dtype, then a torch.Size holding a str: the first "
+         "payload in the document decides", pack([bad_dtype, bad_size]), "unknown-tag", "value.typed-dtype-code"),
+        ("ValuePayloadsInDocumentOrderSwapped", "a torch.Size holding a str, then an array of unknown dtype",
+         pack([bad_size, bad_dtype]), "invalid-value", "value.typed-size"),
+        ("ValuePayloadsDepthFirst", "[[torch.Size holding a str], array of unknown dtype]: depth first, the nested "
+         "payload comes first in the bytes", pack([[bad_size], bad_dtype]), "invalid-value", "value.typed-size"),
+        ("ValuePayloadsDepthFirstInTuple", "a tuple holding a torch.Size holding a str, then an array of unknown "
+         "dtype: a tuple's payload is searched where it stands", pack([ext(1, pack([bad_size])), bad_dtype]),
+         "invalid-value", "value.typed-size"),
+    ]
+
+
 def value_bound_vectors() -> list[tuple[str, str, bytes, Any, str]]:
     """The boundaries of the value documents' own limits and ranges, each side, and orders the canonical JSON
     gives that byte order does not: (name, what, document, the canonical JSON accepted or the error kind
@@ -359,7 +393,7 @@ def body_vectors(c: Corpus, f: Frame, unknown_kinds: tuple[int, ...] = (0, 3, 0x
         c.reject(name, what, f.wrap(value_body(doc)), error, rule=rule)
     for name, what, document, error in typed_rejects():
         c.reject(name, what, f.wrap(value_body(msgpack.packb(document, use_bin_type=True))), error)
-    for name, what, doc, outcome, rule in value_order_vectors() + value_bound_vectors():
+    for name, what, doc, outcome, rule in value_order_vectors() + value_bound_vectors() + value_level_vectors():
         if isinstance(outcome, str):
             c.reject(name, what, f.wrap(value_body(doc)), outcome, rule=rule)
         else:
@@ -547,9 +581,24 @@ def build_record(version: int = 1) -> Corpus:
                    "2 elements: a tag by integer is taken, the length is refused",
                    {"body": {"kind": "TENSOR", "dtype": DTYPES["FLOAT32"][0], "shape": [2], "data": b64(bytes(4))}},
                    "write-value")
+    base64_write_vectors(c)
     if version >= 2:
         zstd_vectors(c)
     return c
+
+
+def base64_write_vectors(c: Corpus) -> None:
+    """Bytes spelled in base64 other than the canonical one (PROTOCOL.md): no value's spelling, ``write-type``."""
+    four = {"kind": "TENSOR", "dtype": "FLOAT32", "shape": [1]}  # canonical data: "AAAAAA=="
+    for name, what, spelling in (
+        ("Unpadded", "without its = padding", "AAAAAA"),
+        ("NonZeroPadBits", "with the unused bits of its last character set (AAAAAB== for AAAAAA==)", "AAAAAB=="),
+        ("LineBreak", "with a line break inside", "AAAA\nAA=="),
+    ):
+        c.refuse_write(f"Base64{name}", f"a float32 [1] tensor's 4 bytes in base64 {what}",
+                       {"body": {**four, "data": {"$bytes": spelling}}}, "write-type")
+    c.refuse_write("Base64UrlAlphabet", "a value's bytes in the URL-safe alphabet (-_8= for +/8=)",
+                   {"body": {"kind": "VALUE", "value": {"$bytes": "-_8="}}}, "write-type")
 
 
 def build_record_v2() -> Corpus:
@@ -668,6 +717,10 @@ def file_vectors(c: Corpus, magic: bytes, group: str, item: str, first: Piece, s
     for cut in (15, 64, 100, 127, len(rep.data) - 1):
         c.reject(f"Truncated{cut:03d}", f"the first {cut} of the {len(rep.data)} bytes of the representative file",
                  rep.data[:cut], "truncated")
+    # A whole file's writer refuses values of the wrong type at the file's own level too.
+    c.refuse_write(f"{group.title()}Missing", f"a file without {group}", {}, "write-type")
+    c.refuse_write(f"{group.title()}NotList", f"{group} given as an object", {group: {}}, "write-type")
+    c.refuse_write(f"{item.title()}NotObject", f"a {item} given as a list", {group: [{item: []}]}, "write-type")
 
 
 def build(version: int = 1) -> Corpus:
@@ -675,6 +728,8 @@ def build(version: int = 1) -> Corpus:
     # 9 bytes of framing and a 55-byte document: the record fills 64 bytes, the next one needs no padding.
     file_vectors(c, MAGIC, "records", "record", tensor("FLOAT32", [2, 3], bytes(range(24)), start=64),
                  value({"step": 7}), (value(bytes(53)), value(None)), known=(1, 2))
+    c.refuse_write("RecordKindUnknown", "a record of kind SPARSE", {"records": [{"record": {"body": {"kind": "SPARSE"}}}]},
+                   "write-value")
     # 10 records declared, 59 bytes left: the padding and one record of an unknown kind fit, 10 records of at
     # least 9 bytes do not; the count is checked against the bytes left before any record is read.
     c.reject("CountNineBytesEach", "10 records declared, the padding and one 9-byte record of kind 0xff present",

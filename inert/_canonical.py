@@ -43,6 +43,17 @@ def _b64(data: Any) -> str:
     return base64.b64encode(bytes(data)).decode("ascii")
 
 
+def _unb64(text: Any) -> bytes:
+    """The bytes of a base64 spelling, which must be the canonical one (RFC 4648 section 4, ``=`` padding, no
+    line breaks, the unused bits zero): one value, one spelling, on the way in as on the way out."""
+    if not isinstance(text, str):
+        raise TypeError(f"base64 is a string, not {type(text).__name__}")
+    data = base64.b64decode(text, validate=True)
+    if _b64(data) != text:
+        raise ValueError(f"{text[:40]!r} is not canonical base64 (its bytes are spelled {_b64(data)[:40]!r})")
+    return data
+
+
 def to_json_value(value: Any) -> Any:
     """``value`` with every non-JSON leaf replaced by its canonical spelling."""
     if isinstance(value, enum.Enum):
@@ -96,17 +107,17 @@ def to_json(value: Any) -> str:
 
 
 _SPELLINGS: dict[str, Any] = {
-    "$bytes": lambda v: base64.b64decode(v, validate=True),
-    "$bytearray": lambda v: bytearray(base64.b64decode(v, validate=True)),
+    "$bytes": _unb64,
+    "$bytearray": lambda v: bytearray(_unb64(v)),
     "$float": float,
     "$tuple": lambda v: tuple(_from_json_value(x) for x in v),
     "$set": lambda v: {_from_json_value(x) for x in v},
     "$frozenset": lambda v: frozenset(_from_json_value(x) for x in v),
     "$complex": lambda v: complex(*(_from_json_value(x) for x in v)),
     "$map": lambda v: {_from_json_value(k): _from_json_value(x) for k, x in v},
-    "$bytesio": lambda v: io.BytesIO(base64.b64decode(v, validate=True)),
-    "$array": lambda v: ArrayValue(v["dtype"], tuple(v["shape"]), base64.b64decode(v["data"], validate=True)),
-    "$arrayscalar": lambda v: ArrayValue(v["dtype"], (), base64.b64decode(v["data"], validate=True), scalar=True),
+    "$bytesio": lambda v: io.BytesIO(_unb64(v)),
+    "$array": lambda v: ArrayValue(v["dtype"], tuple(v["shape"]), _unb64(v["data"])),
+    "$arrayscalar": lambda v: ArrayValue(v["dtype"], (), _unb64(v["data"]), scalar=True),
     "$torch.Size": lambda v: SizeValue(tuple(v)),
     "$torch.dtype": DTypeValue,
     "$torch.device": lambda v: DeviceValue(*v),

@@ -20,6 +20,18 @@ Encode = Callable[[str, int, Any], bytes]
 Codec = tuple[Decode, Encode]
 
 
+def _rule(fmt: str, error: InertError) -> str:
+    """The spec rule the refusal is by ("" without the spec, or when no single rule matches it)."""
+    try:
+        from .._trace import rule_of
+    except ImportError:  # pragma: no cover - the spec extra (Construct) is not installed: kinds only
+        return ""
+    try:
+        return rule_of(fmt, error) or ""
+    except KeyError:  # a format the spec does not declare
+        return ""
+
+
 def answer(codec: Codec, request: Request) -> Response:
     """The response to one request.  Anything but an Inert or write error escapes: it is a bug to report."""
     decode, encode = codec
@@ -27,12 +39,15 @@ def answer(codec: Codec, request: Request) -> Response:
         if request.op == "decode":
             value = decode(request.format, request.version, request.payload, request.params)
             return Response("accept", payload=to_json(value).encode("utf-8"))
-        data = encode(request.format, request.version, from_json(request.payload.decode("utf-8")))
-        return Response("accept", payload=data)
+        try:
+            value = from_json(request.payload.decode("utf-8"))
+        except ValueError as exc:  # not a value's spelling (lenient base64, ...): the wrong type (PROTOCOL.md)
+            return Response("reject", kind="write-type", message=f"{request.format}: <root>: {exc}")
+        return Response("accept", payload=encode(request.format, request.version, value))
     except LookupError as exc:
         return Response("unsupported", message=str(exc))
     except InertError as exc:
-        return Response("reject", kind=exc.kind, message=str(exc))
+        return Response("reject", kind=exc.kind, message=str(exc), rule=_rule(request.format, exc))
     except WriteTypeError as exc:
         return Response("reject", kind="write-type", message=str(exc))
     except WriteValueError as exc:
