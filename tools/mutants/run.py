@@ -102,20 +102,19 @@ def mutants(path: Path) -> Iterator[Mutant]:
                     target.body[at], target.body[at + 1] = target.body[at + 1], target.body[at]
                     yield emit(tree, f"swap {rule} / {checks[k + 1][1]} ({func.name})")
         elif func.name.startswith("_read_"):
-            constants = [n for n in ast.walk(func) if isinstance(n, ast.Compare)
-                         for c in n.comparators if isinstance(c, ast.Constant) and type(c.value) is int
-                         and c.value > 1]
-            for n_compare, compare in enumerate(constants):
+            for n_const, (line, value) in enumerate((c.lineno, int(str(c.value))) for c in _compared_ints(func)):
                 for delta in (1, -1):
                     tree = copy.deepcopy(base)
                     target = tree.body[index]
-                    found = [n for n in ast.walk(target) if isinstance(n, ast.Compare)
-                             for c in n.comparators if isinstance(c, ast.Constant) and type(c.value) is int
-                             and c.value > 1][n_compare]
-                    const = next(c for c in found.comparators if isinstance(c, ast.Constant) and type(c.value) is int)
-                    const.value += delta
-                    yield emit(tree, f"limit{delta:+d} {compare.comparators[0].value} at line {compare.lineno} "
-                                     f"({func.name})")
+                    assert isinstance(target, ast.FunctionDef)
+                    _compared_ints(target)[n_const].value = value + delta
+                    yield emit(tree, f"limit{delta:+d} {value} at line {line} ({func.name})")
+
+
+def _compared_ints(func: ast.FunctionDef) -> list[ast.Constant]:
+    """The integer constants above 1 a comparison in ``func`` tests against, in walk order."""
+    return [c for n in ast.walk(func) if isinstance(n, ast.Compare) for c in n.comparators
+            if isinstance(c, ast.Constant) and type(c.value) is int and c.value > 1]
 
 
 def _format_of(path: Path) -> str:
