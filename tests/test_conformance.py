@@ -250,7 +250,7 @@ def test_a_listed_failure_is_reported_but_not_counted(tmp_path: Path) -> None:
     report = run(testee, ["shm-samples-meta"], read_failure_list(listed))
     known = [r for r in report.results if r.status == KNOWN]
     assert [r.name for r in known] == ["Required.shm-samples-meta.v1.DtypeRefusedLeadingZero"]
-    assert "expected reject invalid-value, got accept" in known[0].detail
+    assert "expected reject invalid-value by rule shm-samples-meta.dtype, got accept" in known[0].detail
     assert report.ok
     unlisted = run(testee, ["shm-samples-meta"])
     assert not unlisted.ok and unlisted.count(FAIL) == 1
