@@ -6,9 +6,12 @@ module holds what would otherwise be repeated in every one of them.
 
 from __future__ import annotations
 
+import difflib
+import enum
 import operator
 import struct
 import zlib
+from collections.abc import Collection
 from typing import Any
 
 from inert._accelerator import accelerator, bind_decode
@@ -26,6 +29,9 @@ from inert._errors import (
 from inert._value_doc import pack_value, unpack_value
 
 __all__ = [
+    "TagEnum",
+    "refuse_unknown",
+    "missing_key",
     "accelerator",
     "bind_decode",
     "as_buffer",
@@ -51,6 +57,43 @@ __all__ = [
 ]
 
 
+class TagEnum(enum.IntEnum):
+    """The base of every generated enum: a member is its wire integer, and it also equals its name.
+
+    ``decode`` returns members; ``encode`` takes a member, its name or its integer.  So a value written
+    with names (``{"type": "SCHEDULED_TASK"}``, JSON) equals what decoding its bytes returns, and
+    ``value["type"] == "SCHEDULED_TASK"`` holds.  The hash stays the integer's (an ``IntEnum``'s):
+    keep names and members apart as keys of one set or dict (``member.name`` is the name).
+    """
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):
+            return other == self._name_
+        return int.__eq__(self, other)  # type: ignore[no-any-return]
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = int.__hash__
+
+
+def refuse_unknown(fmt: str, value: dict[Any, Any], keys: Collection[str], typename: str) -> None:
+    """Refuse the first key of ``value`` outside ``keys`` (the record's fields): a typo is not lost data."""
+    for key in value:
+        if key not in keys:
+            close = difflib.get_close_matches(str(key), list(keys), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f" (its keys: {', '.join(keys)})"
+            raise WriteValueError(fmt, str(key), f"unknown key: {typename} has no field {key!r}{hint}")
+
+
+def missing_key(fmt: str, value: dict[Any, Any], key: str, keys: Collection[str], typename: str) -> WriteTypeError:
+    """The error for a required ``key`` absent from ``value``, naming a given key that looks like its typo."""
+    unknown = [str(k) for k in value if k not in keys]
+    close = difflib.get_close_matches(key, unknown, n=1)
+    hint = f" (an unknown key {close[0]!r} is given: a typo?)" if close else ""
+    return WriteTypeError(fmt, key, f"missing: {typename} requires this key{hint}")
+
+
 def as_buffer(data: Any) -> bytes | bytearray | memoryview:
     """``data`` as something ``struct.unpack_from`` reads byte by byte."""
     if isinstance(data, (bytes, bytearray)):
@@ -71,7 +114,7 @@ def private_bytes(data: Any) -> bytes:
 TEXT_CACHE_SIZE = 256
 
 
-def cached_text(cache: dict[bytes, str], raw: bytes) -> str:
+def cached_text(cache: dict[Any, str], raw: bytes | bytearray | memoryview) -> str:
     """``raw`` decoded as UTF-8 (``UnicodeDecodeError`` if it is not), remembered while ``cache`` has room.
 
     Short strings that repeat through a message (a batch's dtypes) are decoded once.

@@ -32,6 +32,10 @@ __all__ = [
 ]
 
 
+#: What a message says where ``field`` is ``''``: the fault is in the value as a whole, not in one field.
+WHOLE = "the whole value"
+
+
 def _below(prefix: str, field: str) -> str:
     """The path of ``field`` inside ``prefix``: ``a`` + ``b`` -> ``a.b``, ``a`` + ``[2].b`` -> ``a[2].b``."""
     if not field:
@@ -44,7 +48,8 @@ class InertError(ValueError):
 
     ``format``, ``offset`` (absolute byte offset, or -1 when the fault is not
     at one place) and ``field`` (a path such as ``samples[2].shape``) locate
-    the fault; ``reason`` says what is wrong.
+    the fault; ``reason`` says what is wrong.  A fault in the value as a whole (bytes after its end, an
+    input over its size limit) has ``field`` ``''``, which the message spells "the whole value".
     """
 
     #: Short stable name used by the conformance corpus (``"truncated"``, ...).
@@ -55,7 +60,7 @@ class InertError(ValueError):
         self.offset = offset
         self.field = field
         self.reason = reason
-        super().__init__(f"{format}: offset {offset}: {field or '<root>'}: {reason}")
+        super().__init__(f"{format}: offset {offset}: {field or WHOLE}: {reason}")
 
     def __reduce__(self) -> tuple[type[InertError], tuple[str, int, str, str]]:
         # Errors cross processes (DCP ranks, worker channels): keep them intact.
@@ -148,7 +153,7 @@ class _WriteErrorMixin:
         self.format = format
         self.field = field
         self.reason = reason
-        super().__init__(f"{format}: {field or '<root>'}: {reason}")  # type: ignore[call-arg]
+        super().__init__(f"{format}: {field or WHOLE}: {reason}")  # type: ignore[call-arg]
 
     def __reduce__(self) -> tuple[type, tuple[str, str, str]]:
         return (type(self), (self.format, self.field, self.reason))

@@ -34,7 +34,8 @@ def _matches(vector: Vector, outcome: Outcome, code: int, out: str, err: str) ->
     lines = err.splitlines()
     if code != 1 or out or len(lines) != 1 or not err.endswith("\n"):
         return False
-    match = re.fullmatch(rf"inert: decode: {re.escape(vector.format.partition('.')[0])}: offset (\d+): ([^ ]+): (.+)", lines[0])
+    fmt = re.escape(vector.format.partition('.')[0])
+    match = re.fullmatch(rf"inert: decode: {fmt}: offset (\d+): (the whole value|[^ ]+): (.+)", lines[0])
     return match is not None and int(match.group(1)) <= len(vector.data)
 
 
