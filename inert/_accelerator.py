@@ -32,6 +32,7 @@ __all__ = [
     "AcceleratorWarning",
     "accelerator",
     "bind_decode",
+    "builder",
     "extension",
     "pure_python",
 ]
@@ -110,6 +111,24 @@ def accelerator(fmt: str, enums: dict[str, dict[int, Any]]) -> Callable[..., Any
         return None
     decode: Callable[..., Any] = accel.Decoder(fmt, enums).decode
     return decode
+
+
+def builder(name: str) -> Callable[..., Any] | None:
+    """The accelerator's function ``name`` (a builder of a host library's objects, such as ``dcp_chunks``),
+    or None for pure Python: no build, ``INERT_PURE_PYTHON``, or a build older than the function (which
+    ``INERT_ACCEL=require`` makes an :class:`AcceleratorError`, as it does any fallback)."""
+    if pure_python():
+        return None
+    accel = extension()
+    if accel is None:
+        return None
+    found: Callable[..., Any] | None = getattr(accel, name, None)
+    if found is None and _required():
+        raise AcceleratorError(
+            f"{ACCEL_ENV}=require, and the accelerator {getattr(accel, '__file__', 'inert._accel')} has no {name} "
+            f"(built from older sources): rebuild it with `{REBUILD}`"
+        )
+    return found
 
 
 def bind_decode(decode: Callable[..., Any], namespace: dict[str, Any], params: tuple[str, ...]) -> Callable[..., Any]:

@@ -777,6 +777,132 @@ static PyTypeObject BoundType = {
     .tp_repr = (reprfunc)Bound_repr,
 };
 
+/* -- DCP's checkpoint metadata objects (inert/torch/_metadata.py, _chunks) -- */
+
+/* The attribute names set, interned once; the empty tuple object.__new__ is called with. */
+static PyObject *attr_offsets, *attr_sizes, *attr_fqn, *attr_offset, *attr_index, *attr_relative_path, *attr_length,
+    *attr_transform_descriptors, *attr_crc32, *no_args;
+
+/* An instance of `type` as object.__new__(type) makes it (no __init__: the attributes are set next), or NULL. */
+static PyObject *bare(PyObject *type) { return ((PyTypeObject *)type)->tp_new((PyTypeObject *)type, no_args, NULL); }
+
+/* Set `value` (a new reference, stolen; NULL: an error already raised) as object.__setattr__ does (a frozen
+ * dataclass's own __setattr__ refuses). */
+static int put(PyObject *obj, PyObject *name, PyObject *value) {
+    if (!value) return -1;
+    int fault = PyObject_GenericSetAttr(obj, name, value);
+    Py_DECREF(value);
+    return fault;
+}
+
+/* hash((a, b)) without the tuple: CPython's tuple hash (xxHash's round, 3.8 on) of two items, or -1 with an
+ * error.  Its callers check it against a key's own hash before relying on it. */
+static Py_hash_t pair_hash(PyObject *a, PyObject *b) {
+#if SIZEOF_PY_UHASH_T > 4
+    const Py_uhash_t prime1 = 11400714785074694791ULL, prime2 = 14029467366897019727ULL, prime5 = 2870177450012600261ULL;
+#define PAIR_ROTATE(x) ((x << 31) | (x >> 33))
+#else
+    const Py_uhash_t prime1 = 2654435761UL, prime2 = 2246822519UL, prime5 = 374761393UL;
+#define PAIR_ROTATE(x) ((x << 13) | (x >> 19))
+#endif
+    Py_uhash_t acc = prime5;
+    PyObject *items[2] = {a, b};
+    for (int k = 0; k < 2; k++) {
+        Py_hash_t lane = PyObject_Hash(items[k]);
+        if (lane == -1) return -1;
+        acc += (Py_uhash_t)lane * prime2;
+        acc = PAIR_ROTATE(acc);
+        acc *= prime1;
+    }
+#undef PAIR_ROTATE
+    acc += 2 ^ (prime5 ^ 3527539UL);
+    return acc == (Py_uhash_t)-1 ? 1546275796 : (Py_hash_t)acc;
+}
+
+/* storage[key] = info, the hash given where it is the key's own (what MetadataIndex.__hash__ returns). */
+static int store(PyObject *storage, PyObject *key, PyObject *info, Py_hash_t hash) {
+#if PY_VERSION_HEX < 0x030D0000 /* private since 3.13 */
+    if (hash != -1) return _PyDict_SetItem_KnownHash(storage, key, info, hash);
+#endif
+    (void)hash;
+    return PyDict_SetItem(storage, key, info);
+}
+
+/* dcp_chunks(classes, fqn, grid, files, byte_offsets, lengths, crcs, paths, storage): one tensor entry's
+ * ChunkStorageMetadata list, each chunk's MetadataIndex -> InertStorageInfo put in `storage`: what
+ * inert/torch/_metadata.py's _chunks does in Python, object for object (the same attributes in the same
+ * order, the same dict insertions).  classes: (ChunkStorageMetadata, MetadataIndex, InertStorageInfo);
+ * grid: the chunks' (offsets, sizes) torch.Size pairs; files: indexes into paths.  A MetadataIndex hash is
+ * computed in C, hash((fqn, offset)), once the entry's first key has shown that its own __hash__ agrees. */
+static PyObject *dcp_chunks(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 9 || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != 3 || !PyUnicode_Check(args[1]) ||
+        !PyList_CheckExact(args[2]) || !PyList_CheckExact(args[3]) || !PyList_CheckExact(args[4]) ||
+        !PyList_CheckExact(args[5]) || !PyList_CheckExact(args[6]) || !PyList_CheckExact(args[7]) ||
+        !PyDict_CheckExact(args[8])) {
+        PyErr_SetString(PyExc_TypeError, "dcp_chunks(classes, fqn, grid, files, byte_offsets, lengths, crcs, paths, storage)");
+        return NULL;
+    }
+    PyObject *chunk_type = PyTuple_GET_ITEM(args[0], 0), *key_type = PyTuple_GET_ITEM(args[0], 1);
+    PyObject *info_type = PyTuple_GET_ITEM(args[0], 2);
+    if (!PyType_Check(chunk_type) || !PyType_Check(key_type) || !PyType_Check(info_type)) {
+        PyErr_SetString(PyExc_TypeError, "dcp_chunks: classes are (ChunkStorageMetadata, MetadataIndex, InertStorageInfo)");
+        return NULL;
+    }
+    PyObject *fqn = args[1], *grid = args[2], *files = args[3], *byte_offsets = args[4], *lengths = args[5];
+    PyObject *crcs = args[6], *paths = args[7], *storage = args[8];
+    Py_ssize_t n = PyList_GET_SIZE(grid); /* zip's length: the shortest */
+    for (int k = 3; k <= 6; k++)
+        if (PyList_GET_SIZE(args[k]) < n) n = PyList_GET_SIZE(args[k]);
+    PyObject *chunks = PyList_New(n);
+    if (!chunks) return NULL;
+    int known = 0; /* 1: hash((fqn, offset)) is the keys' hash; -1: it is not (the key's __hash__ hashes) */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PyList_GET_ITEM(grid, i), *file = PyList_GET_ITEM(files, i);
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_SetString(PyExc_TypeError, "dcp_chunks: a grid item is an (offsets, sizes) pair");
+            goto fault;
+        }
+        Py_ssize_t at = PyLong_Check(file) ? PyLong_AsSsize_t(file) : -1;
+        if (at < 0 || at >= PyList_GET_SIZE(paths)) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_IndexError, "dcp_chunks: a chunk's file is not in the files");
+            goto fault;
+        }
+        PyObject *offset = PyTuple_GET_ITEM(pair, 0), *chunk = bare(chunk_type);
+        if (!chunk) goto fault;
+        PyList_SET_ITEM(chunks, i, chunk);
+        if (put(chunk, attr_offsets, Py_NewRef(offset)) || put(chunk, attr_sizes, Py_NewRef(PyTuple_GET_ITEM(pair, 1))))
+            goto fault;
+        PyObject *key = bare(key_type), *info = key ? bare(info_type) : NULL;
+        int failed = !info || put(key, attr_fqn, Py_NewRef(fqn)) || put(key, attr_offset, Py_NewRef(offset)) ||
+                     put(key, attr_index, PyLong_FromSsize_t(i)) ||
+                     put(info, attr_relative_path, Py_NewRef(PyList_GET_ITEM(paths, at))) ||
+                     put(info, attr_offset, Py_NewRef(PyList_GET_ITEM(byte_offsets, i))) ||
+                     put(info, attr_length, Py_NewRef(PyList_GET_ITEM(lengths, i))) ||
+                     put(info, attr_transform_descriptors, Py_NewRef(Py_None)) ||
+                     put(info, attr_crc32, Py_NewRef(PyList_GET_ITEM(crcs, i)));
+        Py_hash_t hash = -1;
+        if (!failed && known >= 0) {
+            hash = pair_hash(fqn, offset);
+            failed = hash == -1;
+            if (!failed && !known) {
+                Py_hash_t own = PyObject_Hash(key);
+                failed = own == -1;
+                known = own == hash ? 1 : -1;
+            }
+            if (known < 0) hash = -1;
+        }
+        failed = failed || store(storage, key, info, hash);
+        Py_XDECREF(key);
+        Py_XDECREF(info);
+        if (failed) goto fault;
+    }
+    return chunks;
+fault:
+    Py_DECREF(chunks);
+    return NULL;
+}
+
 static PyObject *formats(PyObject *module, PyObject *unused) {
     (void)module, (void)unused;
     PyObject *out = PyList_New(0);
@@ -1091,6 +1217,9 @@ static PyObject *writers(PyObject *module, PyObject *unused) {
 static PyMethodDef module_methods[] = {
     {"formats", formats, METH_NOARGS, "The names of the C readers built in."},
     {"writers", writers, METH_NOARGS, "The names of the C writers built in."},
+    {"dcp_chunks", (PyCFunction)(void (*)(void))dcp_chunks, METH_FASTCALL,
+     "dcp_chunks(classes, fqn, grid, files, byte_offsets, lengths, crcs, paths, storage): DCP's chunk objects of one "
+     "tensor entry, their storage locations put in storage (inert/torch/_metadata.py)."},
     {"encode", (PyCFunction)(void (*)(void))encode, METH_FASTCALL,
      "encode(name, value, version): the generated C writer's encoding of value (ValueError(kind, field, reason) if refused)."},
     {NULL, NULL, 0, NULL},
@@ -1109,6 +1238,13 @@ PyMODINIT_FUNC PyInit__accel(void) {
     key_chunk_size = PyUnicode_InternFromString("chunk_size");
     key_verify_checksums = PyUnicode_InternFromString("verify_checksums");
     if (!key_chunk_size || !key_verify_checksums) return NULL;
+    static const char *const attrs[] = {"offsets", "sizes", "fqn", "offset", "index", "relative_path", "length",
+                                        "transform_descriptors", "crc32"};
+    PyObject **interned[] = {&attr_offsets, &attr_sizes, &attr_fqn, &attr_offset, &attr_index, &attr_relative_path,
+                             &attr_length, &attr_transform_descriptors, &attr_crc32};
+    for (size_t k = 0; k < sizeof attrs / sizeof *attrs; k++)
+        if (!(*interned[k] = PyUnicode_InternFromString(attrs[k]))) return NULL;
+    if (!(no_args = PyTuple_New(0))) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     if (PyModule_AddObjectRef(m, "Decoder", (PyObject *)&DecoderType) < 0 ||

@@ -29,6 +29,7 @@ from torch.distributed.checkpoint.metadata import (
     TensorStorageMetadata,
 )
 
+from inert import _accelerator
 from inert.codecs import checkpoint_metadata as codec
 
 from ._compat import dtype_name, torch_dtype
@@ -173,10 +174,48 @@ def _grid(offsets: Any, sizes: Any, ndim: int, count: int) -> list[tuple[torch.S
     return [(size_of(offsets[at : at + ndim]), size_of(sizes[at : at + ndim])) for at in range(0, len(offsets), ndim)]
 
 
+_Classes = tuple[type[ChunkStorageMetadata], type[MetadataIndex], type["InertStorageInfo"]]
+
+
+def _python_chunks(classes: _Classes, fqn: str, grid: list[tuple[torch.Size, torch.Size]],
+                   chunk_files: list[int], byte_offsets: list[int], lengths: list[int], crcs: list[int],
+                   files: list[str], storage: dict[Any, Any]) -> list[ChunkStorageMetadata]:
+    """One tensor entry's chunks, each one's ``MetadataIndex`` -> ``InertStorageInfo`` put in ``storage``
+    (the accelerator's ``dcp_chunks`` makes the same objects, attribute for attribute)."""
+    chunk_type, key_type, info_type = classes
+    new = object.__new__
+    set_frozen = object.__setattr__  # MetadataIndex is a frozen dataclass
+    chunks: list[ChunkStorageMetadata] = []
+    append = chunks.append
+    for index, ((offset, chunk_size), file_id, byte_offset, length, crc) in enumerate(
+        zip(grid, chunk_files, byte_offsets, lengths, crcs, strict=False)
+    ):
+        chunk = new(chunk_type)
+        chunk.offsets = offset
+        chunk.sizes = chunk_size
+        append(chunk)
+        key = new(key_type)
+        set_frozen(key, "fqn", fqn)
+        set_frozen(key, "offset", offset)
+        set_frozen(key, "index", index)
+        info = new(info_type)
+        info.relative_path = files[file_id]
+        info.offset = byte_offset
+        info.length = length
+        info.transform_descriptors = None
+        info.crc32 = crc
+        storage[key] = info
+    return chunks
+
+
+_CLASSES: _Classes = (ChunkStorageMetadata, MetadataIndex, InertStorageInfo)
+#: The accelerator's builder of the chunk objects where it is bound, else the Python one.
+_chunks = _accelerator.builder("dcp_chunks") or _python_chunks
+
+
 def _build(doc: dict[str, Any]) -> Metadata:
     files = doc["files"]
     new = object.__new__
-    set_frozen = object.__setattr__  # MetadataIndex is a frozen dataclass
     state: dict[str, Any] = {}
     storage: dict[Any, Any] = {}
     # Sharded models repeat a few chunkings over thousands of entries: each distinct one's
@@ -206,27 +245,8 @@ def _build(doc: dict[str, Any]) -> Metadata:
         grid = grids.get(gkey)
         if grid is None:
             grid = grids[gkey] = _grid(offsets, sizes, ndim, len(chunk_files))
-        chunks: list[ChunkStorageMetadata] = []
-        append = chunks.append
-        for index, ((offset, chunk_size), file_id, byte_offset, length, crc) in enumerate(
-            zip(grid, chunk_files, entry["chunk_byte_offsets"], entry["chunk_byte_lengths"], entry["chunk_crcs"],
-                strict=False)
-        ):
-            chunk = new(ChunkStorageMetadata)
-            chunk.offsets = offset
-            chunk.sizes = chunk_size
-            append(chunk)
-            key = new(MetadataIndex)
-            set_frozen(key, "fqn", fqn)
-            set_frozen(key, "offset", offset)
-            set_frozen(key, "index", index)
-            info = new(InertStorageInfo)
-            info.relative_path = files[file_id]
-            info.offset = byte_offset
-            info.length = length
-            info.transform_descriptors = None
-            info.crc32 = crc
-            storage[key] = info
+        chunks = _chunks(_CLASSES, fqn, grid, chunk_files, entry["chunk_byte_offsets"], entry["chunk_byte_lengths"],
+                         entry["chunk_crcs"], files, storage)
         md = new(TensorStorageMetadata)
         md.properties = props
         md.size = torch.Size(size)
