@@ -130,3 +130,19 @@ def test_readme_python_examples_run() -> None:
             continue
         exec(compile(block, "README.md", "exec"), {"__name__": "__readme__"})  # noqa: S102 - our own README
 
+
+
+def test_every_subpackage_is_listed_for_the_wheel() -> None:
+    """A package folder missing from pyproject's ``packages`` is left out of every wheel (inert.dali once was)."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    mapped = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    present = set()
+    for package, folder in mapped.items():
+        base = ROOT / folder
+        for init in base.rglob("__init__.py"):
+            relative = init.parent.relative_to(base).parts
+            if "__pycache__" not in relative and "corpus" not in relative:
+                present.add(".".join((package, *relative)))
+    assert present - listed == set(), "packages missing from pyproject.toml's [tool.setuptools] packages"

@@ -16,10 +16,16 @@ USER_CODE = """\
 from inert.codecs import shm_message
 from inert.torch import load_tensors
 
-data: bytes = shm_message.encode({"type": "SCHEDULED_TASK"})
+data: bytes = shm_message.encode({
+    "type": "SCHEDULED_TASK", "context_i": 0, "scheduled_i": 7, "epoch_start": 0, "minibatch_i": 7,
+    "task": {"kind": "BATCH", "args": {"kind": "INT", "value": 7}},
+})
 value = shm_message.decode(data)
 tensors = load_tensors("ckpt")
 """
+
+# The same call with a key misspelt: the value's TypedDict makes it a type error, not a silent loss.
+TYPO_CODE = USER_CODE.replace('"minibatch_i": 7', '"minibatch": 7')
 
 
 def test_the_built_package_is_typed_for_mypy_strict(tmp_path: Path) -> None:
@@ -35,7 +41,12 @@ def test_the_built_package_is_typed_for_mypy_strict(tmp_path: Path) -> None:
     (user / "use.py").write_text(USER_CODE)
     (user / "mypy.ini").write_text("[mypy]\n")  # not the project's configuration: a user's
     env = dict(os.environ, PYTHONPATH=str(lib))
+    (user / "typo.py").write_text(TYPO_CODE)
     checked = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", "use.py"], cwd=user,
                              env=env, capture_output=True, text=True, timeout=600)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "import-untyped" not in checked.stdout
+    typo = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", "typo.py"], cwd=user,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert typo.returncode == 1, typo.stdout + typo.stderr
+    assert "typo.py:4: error:" in typo.stdout and "[arg-type]" in typo.stdout, typo.stdout
