@@ -39,14 +39,16 @@ def test_the_built_package_is_typed_for_mypy_strict(tmp_path: Path) -> None:
     user = tmp_path / "user"
     user.mkdir()
     (user / "use.py").write_text(USER_CODE)
-    (user / "mypy.ini").write_text("[mypy]\n")  # not the project's configuration: a user's
+    # Not the project's configuration: a user's, which skips torch's own sources (a minute of checking,
+    # and not what is tested here: that inert's modules are typed, not reported as import-untyped).
+    (user / "mypy.ini").write_text("[mypy]\n[mypy-torch.*]\nfollow_imports = skip\n")
     env = dict(os.environ, PYTHONPATH=str(lib))
     (user / "typo.py").write_text(TYPO_CODE)
-    checked = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", "use.py"], cwd=user,
-                             env=env, capture_output=True, text=True, timeout=600)
-    assert checked.returncode == 0, checked.stdout + checked.stderr
+    # One mypy run over both files (it type-checks inert once): the user's code is clean, the typo is not.
+    checked = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", "use.py", "typo.py"],
+                             cwd=user, env=env, capture_output=True, text=True, timeout=600)
+    errors = [line for line in checked.stdout.splitlines() if ": error:" in line]
     assert "import-untyped" not in checked.stdout
-    typo = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", "typo.py"], cwd=user,
-                          env=env, capture_output=True, text=True, timeout=600)
-    assert typo.returncode == 1, typo.stdout + typo.stderr
-    assert "typo.py:4: error:" in typo.stdout and "[arg-type]" in typo.stdout, typo.stdout
+    assert not [line for line in errors if line.startswith("use.py")], checked.stdout + checked.stderr
+    assert [line for line in errors if line.startswith("typo.py:4:")], checked.stdout + checked.stderr
+    assert all("[arg-type]" in line for line in errors), checked.stdout
