@@ -14,6 +14,7 @@ nothing else goes to stderr but a terminal's progress bar.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import os
 import select
@@ -178,6 +179,7 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+@functools.cache  # built once per process: building it was most of a small command's time (tests call main() often)
 def _parser() -> argparse.ArgumentParser:
     from inert import __version__
 
