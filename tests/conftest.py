@@ -14,6 +14,7 @@ format registry and oracle shared with the fuzzers) imports while the top-level
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Callable, Generator
 from pathlib import Path
@@ -56,6 +57,17 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
         events = _audit.take_reader_events()
         if events:
             pytest.fail("a reader loaded or ran code: " + "; ".join(events), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def built_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel of a clean copy of the checkout, built once per run (compiling the accelerator takes a minute)
+    for every test that installs or unpacks it."""
+    from scratch_tree import build_wheel, clean_copy
+
+    base = tmp_path_factory.mktemp("wheel")
+    env = {k: v for k, v in os.environ.items() if k not in ("CC", "INERT_PURE_PYTHON", "INERT_ACCEL", "PYTHONPATH")}
+    return build_wheel(clean_copy(base / "src"), base / "dist", env)
 
 
 @pytest.fixture(scope="session")

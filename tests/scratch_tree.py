@@ -58,3 +58,21 @@ def restore(root: Path, saved: dict[str, bytes], parts: tuple[str, ...] = GENERA
         (root / name).unlink()
     for name, data in saved.items():
         (root / name).write_bytes(data)
+
+
+def clean_copy(dest: Path) -> Path:
+    """The project's tracked and generated files, without anything built (what a fresh clone builds from)."""
+    skip = shutil.ignore_patterns(".git", "build", "dist", "*.so", "__pycache__", "*.egg-info", ".hypothesis", ".*_cache")
+    shutil.copytree(ROOT, dest, ignore=skip)
+    return dest
+
+
+def build_wheel(source: Path, outdir: Path, env: dict[str, str] | None = None) -> Path:
+    """The wheel ``python -m build --wheel`` makes of ``source`` (a user's build: the accelerator compiled in when
+    a compiler works); raises with the build's output when it fails."""
+    argv = [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(outdir), str(source)]
+    built = subprocess.run(argv, capture_output=True, text=True, cwd=source, timeout=900, env=env)
+    if built.returncode != 0:
+        raise RuntimeError(f"the wheel build failed:\n{built.stdout[-2000:]}\n{built.stderr[-2000:]}")
+    (wheel,) = outdir.glob("inert-*.whl")
+    return wheel

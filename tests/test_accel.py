@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from inert.codecs import MODULES
 from inert.conformance._corpus import Vector, load_corpus
 from inert.spec import FORMATS
+from scratch_tree import build_wheel, clean_copy
 
 from inert import _accel  # (fails here, not later, when the extension is not built)
 from inert._canonical import to_json
@@ -233,26 +234,14 @@ def test_inert_pure_python_keeps_the_codecs_in_python() -> None:
     assert _run(code, INERT_PURE_PYTHON="0").stdout.split() == ["False", "False", "3"]
 
 
-def _clean_copy(dest: Path) -> Path:
-    """The project's tracked and generated files, without anything built."""
-    skip = shutil.ignore_patterns(".git", "build", "dist", "*.so", "__pycache__", "*.egg-info", ".hypothesis", ".*_cache")
-    shutil.copytree(ROOT, dest, ignore=skip)
-    return dest
-
-
 @pytest.mark.parametrize("cc", ["false", ""])
-def test_a_clean_copy_installs_with_or_without_a_compiler(tmp_path: Path, cc: str) -> None:
-    source = _clean_copy(tmp_path / "src")
+def test_a_clean_copy_installs_with_or_without_a_compiler(tmp_path: Path, cc: str, request: pytest.FixtureRequest) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("CC", "INERT_PURE_PYTHON", "INERT_ACCEL")}
     if cc:
         env["CC"] = cc  # no compiler: every compile fails
-    wheels = tmp_path / "wheels"
-    build = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(source)],
-        capture_output=True, text=True, env=env, timeout=600,
-    )
-    assert build.returncode == 0, build.stderr[-3000:]
-    (wheel,) = wheels.glob("inert-*.whl")
+        wheel = build_wheel(clean_copy(tmp_path / "src"), tmp_path / "wheels", env)
+    else:
+        wheel = request.getfixturevalue("built_wheel")  # with the compiler: the run's one wheel (tests/conftest.py)
     names = zipfile.ZipFile(wheel).namelist()
     assert any(n.startswith("inert/_accel.") and n.endswith(".so") for n in names) == (not cc), names
     target = tmp_path / "site"

@@ -418,22 +418,13 @@ def test_corpus_alone_covers_every_generated_reader() -> None:
 KNOWN_UNSHIPPED: set[str] = set()
 
 
-def test_wheel_ships_the_suite_and_its_runner_works_outside_the_tree(tmp_path: Path, c_reader: str) -> None:
+def test_wheel_ships_the_suite_and_its_runner_works_outside_the_tree(tmp_path: Path, c_reader: str,
+                                                                     built_wheel: Path) -> None:
     root = CONFORMANCE.parent
     listing = ["git", "ls-files", "--cached", "--others", "--exclude-standard", "conformance"]
     files = subprocess.run(listing, cwd=root, capture_output=True, text=True, check=True).stdout.splitlines()
     expected = {name.removeprefix("conformance/") for name in files if (root / name).is_file()}
-    # Build from a copy: concurrent builds in the checkout would share its build/ folder.
-    source = tmp_path / "src"
-    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
-    for name in ("inert", "spec", "codecs", "conformance"):
-        shutil.copytree(root / name, source / name, ignore=ignore)
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(root / name, source / name)
-    wheels = tmp_path / "wheels"
-    pip = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(source)]
-    subprocess.run(pip, check=True, capture_output=True, timeout=300)
-    (wheel,) = wheels.glob("*.whl")
+    wheel = built_wheel  # the run's one wheel of a clean copy (tests/conftest.py)
     unpacked = tmp_path / "site"
     with zipfile.ZipFile(wheel) as archive:
         archive.extractall(unpacked)

@@ -35,11 +35,8 @@ def run(argv: list[str], cwd: Path, timeout: int = 300) -> subprocess.CompletedP
 
 
 @pytest.mark.filterwarnings("ignore")
-def test_built_wheel_installs_and_runs_outside_the_tree(tmp_path: Path) -> None:
-    dist = tmp_path / "dist"
-    built = run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist), str(ROOT)], tmp_path, 600)
-    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
-    (wheel,) = dist.glob("inert-*.whl")
+def test_built_wheel_installs_and_runs_outside_the_tree(tmp_path: Path, built_wheel: Path) -> None:
+    wheel = built_wheel  # `python -m build --wheel` of a clean copy (tests/conftest.py)
     venv = tmp_path / "venv"
     assert run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], tmp_path).returncode == 0
     python = str(venv / "bin" / "python")
