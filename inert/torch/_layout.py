@@ -29,6 +29,8 @@ import torch
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
 from torch.distributed.checkpoint.metadata import BytesStorageMetadata, Metadata
 
+from ._planning import whole_tensor_plan
+
 __all__ = ["CrossReleaseLoadPlanner", "unfold_keys", "fold_keys", "new_fields"]
 
 
@@ -82,8 +84,13 @@ class CrossReleaseLoadPlanner(DefaultLoadPlanner):
 
     ``inert.torch.load`` uses it when no planner is given; with ``dcp.load`` or
     ``dcp.load_state_dict`` pass ``planner=CrossReleaseLoadPlanner()``.  Where the keys
-    match it plans exactly as ``DefaultLoadPlanner``.
+    match it plans exactly as ``DefaultLoadPlanner``; where every tensor was saved whole it makes that
+    same plan without DCP's resharding search (:mod:`inert.torch._planning`).
     """
+
+    def create_local_plan(self) -> Any:
+        plan = whole_tensor_plan(self.state_dict, self.metadata)
+        return plan if plan is not None else super().create_local_plan()
 
     def set_up_planner(self, state_dict: Any, metadata: Any = None, is_coordinator: bool = False, *args: Any,
                        **kwargs: Any) -> None:
