@@ -5,6 +5,6 @@
 #ifndef INERT_GRAMMAR_HASH_H
 #define INERT_GRAMMAR_HASH_H
 
-#define INERT_GRAMMAR_HASH "8bec3cb19ed6c187"
+#define INERT_GRAMMAR_HASH "be980b1d494144c3"
 
 #endif

@@ -30,6 +30,7 @@ import numpy as np
 from inert._errors import InvalidValueError
 from inert._sample_bytes import BOOL_DTYPE, check_bool_bytes
 from inert.codecs import shm_samples_meta
+from inert.codecs._tables import COMPLETED_TASK_AT, SAMPLES_MAX_DEPTH
 
 __all__ = [
     "SAMPLE_ALIGNMENT",
@@ -50,10 +51,9 @@ __all__ = [
 #: Each array starts at a multiple of this (DALI's ``SharedBatchWriter.SAMPLE_ALIGNMENT``).
 SAMPLE_ALIGNMENT = 128
 #: Deepest nesting of tuples and lists (``MAX_DEPTH`` in ``inert.spec.shm_samples_meta``).
-MAX_SAMPLE_DEPTH = 64
-#: Byte offset of each field of an ``shm-message`` CompletedTask in its encoding: after the type
-#: byte, four ``Int64sl`` (``CompletedTask`` in ``inert.spec.shm_message``), then the optional meta.
-COMPLETED_TASK_AT = {"worker_id": 1, "context_i": 9, "scheduled_i": 17, "minibatch_i": 25, "meta": 33}
+MAX_SAMPLE_DEPTH = SAMPLES_MAX_DEPTH
+# COMPLETED_TASK_AT: the byte offset of each fixed field of an ``shm-message`` CompletedTask, computed from
+# the grammar by ``inert gen``.
 
 _FORMAT = shm_samples_meta.FORMAT
 _ARRAY = shm_samples_meta.SampleKind.ARRAY

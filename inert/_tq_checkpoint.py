@@ -50,6 +50,7 @@ from transfer_queue import interface as _tq_interface
 from inert._errors import FileKindError, ForeignFormatError, InertError, InvalidValueError
 from inert._files import directory_fd, file_kind
 from inert._value_types import ObjectValue
+from inert.codecs._tables import DUMP_MANIFEST_NAME
 from inert.dump import Row, dump, load
 from inert.dump._publish import _RENAMEAT2, discard, fsync_dir, publish
 from inert.torch._values import from_document, to_document
@@ -438,7 +439,7 @@ def _stage_unit(unit: Any, root: str, position: int, units: int,
         loaded = _within(where, functools.partial(load, where))
         allowed, known = set(indexes), set(names)
         if loaded.partition_id != pid or len(loaded.rows) != count:
-            raise _bad(where + "MANIFEST", f"partition {loaded.partition_id!r} with {len(loaded.rows)} rows, the "
+            raise _bad(where + DUMP_MANIFEST_NAME, f"partition {loaded.partition_id!r} with {len(loaded.rows)} rows, the "
                        f"controller lists partition {pid!r} with {count}")
         for row in loaded.rows:
             gi = row.global_index

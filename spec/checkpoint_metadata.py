@@ -45,6 +45,8 @@ from ._grammar import Array, Bool8, Crc32, Format, Int8ul, Int32ul, Int64ul, Msg
 from ._rules import FILE_NAME_SENTENCE, SpecRule
 from .checkpoint_shard import DType
 
+#: The file's name in a checkpoint directory (DCP's); a rank-local metadata file is ``__{rank}`` then it.
+METADATA_NAME = ".metadata"
 MAGIC = b"\x89INRTMD\n"
 MAX_SIZE = 64 << 20
 MAX_DEPTH = 64

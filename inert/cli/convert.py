@@ -26,6 +26,7 @@ from inert._errors import InertError, InvalidValueError, LimitError
 from inert._files import open_path
 from inert._foreign import check_safetensors, inspect_safetensors, looks_like_pickle
 from inert.cli.support import INVALID, CommandError, Progress
+from inert.codecs._tables import CHECKPOINT_METADATA_NAME as _METADATA_NAME
 
 __all__ = ["source_kind", "convert", "TORCH_SAVE", "SAFETENSORS"]
 
@@ -42,7 +43,7 @@ def _safetensors_files(path: str) -> list[str]:
 def source_kind(path: str) -> str | None:
     """``torch-save`` or ``safetensors`` for what this module converts; None for anything else."""
     if os.path.isdir(path):
-        return SAFETENSORS if _safetensors_files(path) and not os.path.exists(os.path.join(path, ".metadata")) else None
+        return SAFETENSORS if _safetensors_files(path) and not os.path.exists(os.path.join(path, _METADATA_NAME)) else None
     if not os.path.isfile(path):
         return None
     with open(path, "rb") as handle:

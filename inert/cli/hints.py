@@ -23,6 +23,7 @@ import stat
 
 from inert._foreign import looks_like_pickle
 from inert._objstore import is_url
+from inert.codecs._tables import CHECKPOINT_METADATA_NAME, DUMP_MANIFEST_NAME
 
 from .support import read_head
 
@@ -32,7 +33,7 @@ __all__ = ["hint", "MAX_ENTRIES", "MAX_LISTED"]
 MAX_ENTRIES = 256
 #: Most of them named in the hint.
 MAX_LISTED = 3
-_MARKERS = (".metadata", "MANIFEST")
+_MARKERS = (CHECKPOINT_METADATA_NAME, DUMP_MANIFEST_NAME)
 
 
 def hint(command: str, path: str) -> str | None:
@@ -77,7 +78,7 @@ def _directory(path: str) -> str | None:
         more = "" if len(inner) <= MAX_LISTED else f" and {len(inner) - MAX_LISTED} more"
         names = ", ".join(shlex.quote(os.path.join(path, name)) for name in inner[:MAX_LISTED])
         return f"give one checkpoint, not the folder of them: {names}{more}"
-    if any(name.startswith("__") and name.endswith(".metadata") for name in _names(path)):
+    if any(name.startswith("__") and name.endswith(CHECKPOINT_METADATA_NAME) for name in _names(path)):
         return None  # rank-local metadata: a checkpoint after all
     return ("a checkpoint is the directory a save wrote (FileSystemWriter's path, dcp.save's checkpoint_id), "
             "holding .metadata and its __N_M.distcp files; a dump holds a MANIFEST")

@@ -29,12 +29,13 @@ from inert._files import is_regular_in, open_named, read_fd
 from inert._objstore import is_url
 from inert._source import DirectorySource, ObjectSource, Source
 from inert.cli.support import INVALID, OK, USAGE, CommandError, fail, file_bytes, human_bytes, read_head
+from inert.codecs._tables import CHECKPOINT_METADATA_NAME as METADATA_NAME
+from inert.codecs._tables import DUMP_MANIFEST_NAME as MANIFEST_NAME
 
 __all__ = ["add_parser", "run", "inspect_path", "METADATA_NAME", "MANIFEST_NAME", "directory_kind"]
 
-METADATA_NAME = ".metadata"
-MANIFEST_NAME = "MANIFEST"
-_RANK_METADATA = re.compile(r"__\d+\.metadata\Z")
+#: A rank-local metadata file (``__{rank}.metadata``).
+_RANK_METADATA = re.compile(rf"__\d+{re.escape(METADATA_NAME)}\Z")
 #: Rows of a text listing; ``--json`` lists everything.
 TEXT_ROWS = 50
 

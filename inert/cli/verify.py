@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from collections import defaultdict
 from collections.abc import Callable, Generator
@@ -38,12 +37,11 @@ from typing import Any
 
 from inert._errors import InertError, StorageError
 from inert._source import Source, open_source
-from inert.cli.inspect import MANIFEST_NAME, METADATA_NAME, source_kind
+from inert.cli.inspect import _RANK_METADATA, MANIFEST_NAME, METADATA_NAME, source_kind
 from inert.cli.support import INVALID, OK, USAGE, CommandError, Progress, fail
 
 __all__ = ["add_parser", "run", "verify_path", "Report"]
 
-_RANK_METADATA = re.compile(r"__\d+\.metadata\Z")
 #: Tensor records longer than this are checked a block at a time (``_CheckpointCheck._streamed``).
 _STREAMED_MIN = 1 << 20
 

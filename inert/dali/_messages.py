@@ -7,17 +7,19 @@ from typing import Any
 from inert._errors import InvalidValueError
 from inert._samples_layout import COMPLETED_TASK_AT
 from inert.codecs import shm_message
+from inert.codecs._tables import MESSAGE_MAX_SIZE, MESSAGE_MAX_TEXT_LEN
 
 from ._host import _dali
 
 #: Longest exception message or traceback ``shm-message`` v1 carries, in UTF-8
 #: bytes (``MAX_TEXT_LEN`` in ``inert.spec.shm_message``); longer texts are cut.
-_MAX_TEXT_LEN = 1 << 20
+_MAX_TEXT_LEN = MESSAGE_MAX_TEXT_LEN
 
 #: Largest shm-message a worker can send: a CompletedTask with batch meta, a
-#: message and a traceback of ``_MAX_TEXT_LEN`` bytes each.  A descriptor that
-#: declares more is refused before any byte is copied.
-_MAX_MESSAGE_BYTES = 1 + 4 * 8 + 1 + 2 * 8 + 1 + 8 + _MAX_TEXT_LEN + 1 + 8 + _MAX_TEXT_LEN
+#: message and a traceback of ``_MAX_TEXT_LEN`` bytes each (computed from the
+#: grammar by ``inert gen``).  A descriptor that declares more is refused before
+#: any byte is copied.
+_MAX_MESSAGE_BYTES = MESSAGE_MAX_SIZE
 
 # Byte offsets of fields in a ``shm-message`` CompletedTask, for errors about
 # values that are well-formed but do not fit the pool that reads them.

@@ -10,6 +10,7 @@ from typing import Any
 from inert._errors import InvalidValueError, LimitError
 from inert._samples_layout import COMPLETED_TASK_AT as _AT
 from inert.codecs import shm_descriptor, shm_message
+from inert.codecs._tables import DESCRIPTOR_AT, DESCRIPTOR_V1_LAYOUT
 
 from ._host import _dali, _original
 from ._messages import _MAX_MESSAGE_BYTES, _read_result
@@ -22,7 +23,7 @@ _BUFFER_ALIGNMENT = 4096
 # the same 32 bytes little-endian, which is native on every platform DALI ships for.
 # (DALI sends no checksum: v2's CRC-32s are for Inert's own channel.)
 _DESCRIPTOR_VERSION = 1
-_DESCRIPTOR = struct.Struct("<iiQQQ")
+_DESCRIPTOR = struct.Struct(DESCRIPTOR_V1_LAYOUT)
 
 
 def _close_handles(self: Any) -> None:
@@ -47,14 +48,15 @@ def _check_capacity(desc: Any, shm_chunk: Any) -> None:
     capacity = desc.shm_capacity
     if capacity < shm_chunk.capacity or capacity % _BUFFER_ALIGNMENT:
         raise InvalidValueError(
-            shm_descriptor.FORMAT, 8, "shm_capacity", f"{capacity} declared for a chunk of {shm_chunk.capacity} bytes"
+            shm_descriptor.FORMAT, DESCRIPTOR_AT["shm_capacity"], "shm_capacity",
+            f"{capacity} declared for a chunk of {shm_chunk.capacity} bytes",
         )
     fd = getattr(shm_chunk, "_inert_size_fd", None)
     if fd is not None and capacity > shm_chunk.capacity:
         size = os.fstat(fd).st_size
         if capacity > size:
             reason = f"{capacity} declared, the chunk holds {size} bytes"
-            raise InvalidValueError(shm_descriptor.FORMAT, 8, "shm_capacity", reason)
+            raise InvalidValueError(shm_descriptor.FORMAT, DESCRIPTOR_AT["shm_capacity"], "shm_capacity", reason)
 
 
 def _check_belongs(pool: Any, context: Any, completed: Any, desc: Any) -> None:
@@ -86,10 +88,11 @@ def _receive_chunk(self: Any) -> None:
         shm_descriptor.decode(_DESCRIPTOR.pack(*desc.get_values()), version=_DESCRIPTOR_VERSION)
         if desc.num_bytes > _MAX_MESSAGE_BYTES:
             reason = f"{desc.num_bytes} declared, no shm-message is longer than {_MAX_MESSAGE_BYTES}"
-            raise LimitError(shm_descriptor.FORMAT, 24, "num_bytes", reason)
+            raise LimitError(shm_descriptor.FORMAT, DESCRIPTOR_AT["num_bytes"], "num_bytes", reason)
         context = self.shm_chunks_contexts.get(desc.shm_chunk_id)
         if context is None:
-            raise InvalidValueError(shm_descriptor.FORMAT, 4, "shm_chunk_id", f"{desc.shm_chunk_id} names no chunk of this pool")
+            reason = f"{desc.shm_chunk_id} names no chunk of this pool"
+            raise InvalidValueError(shm_descriptor.FORMAT, DESCRIPTOR_AT["shm_chunk_id"], "shm_chunk_id", reason)
         shm_chunk = context.shm_manager.get_chunk_by_id(desc.shm_chunk_id)
         _check_capacity(desc, shm_chunk)
         completed = _read_result(shm_chunk, desc)
@@ -111,5 +114,5 @@ def _sync_initialized_workers(self: Any) -> None:
             worker_id = desc.worker_id
             if not 0 <= worker_id < self.num_workers or worker_id in started:
                 reason = f"{worker_id} is not a worker yet to start (0..{self.num_workers - 1}, started: {sorted(started)})"
-                raise InvalidValueError(shm_descriptor.FORMAT, 0, "worker_id", reason)
+                raise InvalidValueError(shm_descriptor.FORMAT, DESCRIPTOR_AT["worker_id"], "worker_id", reason)
             started.add(worker_id)

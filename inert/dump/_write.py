@@ -17,6 +17,7 @@ from inert._errors import WriteTypeError, WriteValueError
 from inert._objstore import abandon, commit, filesystem, is_url, join, open_for_writing, remove_quietly, request
 from inert.codecs import dump_manifest as manifest_codec
 from inert.codecs import dump_shard as shard_codec
+from inert.codecs._tables import CHECKPOINT_ALIGN as _ALIGN
 from inert.torch._compat import dtype_name
 from inert.torch._writer import tensor_bytes
 
@@ -29,7 +30,6 @@ from ._schema import infer_schema, schema_entries
 
 __all__ = ["dump", "shard_name", "prepare", "DumpPlan", "encode_shard", "encode_manifest", "report"]
 
-_ALIGN = 64
 _U64_MAX = (1 << 64) - 1
 _COUNT_SIZE = 4
 #: A shard's file header and row count.

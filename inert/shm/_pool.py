@@ -23,6 +23,7 @@ from typing import Any
 
 from inert._errors import InertError, InvalidValueError
 from inert.codecs import shm_descriptor, shm_message
+from inert.codecs._tables import DESCRIPTOR_AT
 
 from ._batch import TaskHeader, at_offset, read_result, read_samples
 from ._failures import ChannelClosedError, EndOfData, WorkerDiedError, WorkerTaskError
@@ -38,6 +39,14 @@ __all__ = ["ShmWorkerPool", "Batch"]
 _STOP_GRACE_S = 2.0
 # The same after a failure: a worker that sent garbage is not waited for long.
 _FAIL_GRACE_S = 0.5
+# A descriptor follows its channel record's kind byte: errors count offsets from the record's start.
+_KIND_SIZE = 1
+_AT = {name: _KIND_SIZE + at for name, at in DESCRIPTOR_AT.items()}
+
+
+def _descriptor_fault(field: str, reason: str) -> InvalidValueError:
+    """A refusal of a well-formed descriptor that does not fit the pool, at the field's offset in the record."""
+    return InvalidValueError(shm_descriptor.FORMAT, _AT.get(field, _KIND_SIZE), field, reason)
 
 
 class Batch:
@@ -338,11 +347,9 @@ class ShmWorkerPool:
         try:
             descriptor: dict[str, int] = shm_descriptor.decode(payload)
         except InertError as exc:
-            raise at_offset(exc, 1) from None  # offsets count the record's kind byte
+            raise at_offset(exc, _KIND_SIZE) from None
         if descriptor["worker_id"] != link.worker_id:
-            raise InvalidValueError(
-                shm_descriptor.FORMAT, 1, "worker_id", f"{descriptor['worker_id']} from worker {link.worker_id}"
-            )
+            raise _descriptor_fault("worker_id", f"{descriptor['worker_id']} from worker {link.worker_id}")
         return descriptor
 
     def _take_chunk(self, link: _Link, payload: bytes, fds: list[int]) -> None:
@@ -352,11 +359,9 @@ class ShmWorkerPool:
             descriptor = self._descriptor(link, payload)
             chunk_id = descriptor["shm_chunk_id"]
             if chunk_id >= self._chunks_per_worker:
-                raise InvalidValueError(
-                    shm_descriptor.FORMAT, 5, "shm_chunk_id", f"{chunk_id} outside 0..{self._chunks_per_worker - 1}"
-                )
+                raise _descriptor_fault("shm_chunk_id", f"{chunk_id} outside 0..{self._chunks_per_worker - 1}")
             if chunk_id in link.held:
-                raise InvalidValueError(shm_descriptor.FORMAT, 5, "shm_chunk_id", f"chunk {chunk_id} holds an unreleased batch")
+                raise _descriptor_fault("shm_chunk_id", f"chunk {chunk_id} holds an unreleased batch")
         except BaseException:
             close_fds(fds)
             raise
@@ -372,18 +377,13 @@ class ShmWorkerPool:
         chunk_id = descriptor["shm_chunk_id"]
         chunk = link.chunks.get(chunk_id)
         if chunk is None:
-            raise InvalidValueError(shm_descriptor.FORMAT, 5, "shm_chunk_id", f"worker {link.worker_id} has no chunk {chunk_id}")
+            raise _descriptor_fault("shm_chunk_id", f"worker {link.worker_id} has no chunk {chunk_id}")
         if descriptor["shm_capacity"] != chunk.capacity:
-            raise InvalidValueError(
-                shm_descriptor.FORMAT,
-                9,
-                "shm_capacity",
-                f"{descriptor['shm_capacity']} declared, the chunk holds {chunk.capacity}",
-            )
+            raise _descriptor_fault("shm_capacity", f"{descriptor['shm_capacity']} declared, the chunk holds {chunk.capacity}")
         if chunk_id in link.held:
-            raise InvalidValueError(shm_descriptor.FORMAT, 5, "shm_chunk_id", f"chunk {chunk_id} holds an unreleased batch")
+            raise _descriptor_fault("shm_chunk_id", f"chunk {chunk_id} holds an unreleased batch")
         if not link.in_flight:
-            raise InvalidValueError(shm_descriptor.FORMAT, 1, "", f"a result from worker {link.worker_id} with no task in flight")
+            raise _descriptor_fault("", f"a result from worker {link.worker_id} with no task in flight")
         task = link.in_flight.popleft()
         expected = TaskHeader(link.worker_id, 0, task.scheduled_i, task.scheduled_i)
         message = read_result(chunk, descriptor["offset"], descriptor["num_bytes"], expected, descriptor["message_crc32"])

@@ -30,6 +30,7 @@ from torch.distributed.checkpoint.planner import SavePlanner, WriteItem, WriteIt
 from torch.distributed.checkpoint.storage import WriteResult
 
 from inert._objstore import abandon, commit, filesystem, is_url, join, open_for_writing, remove_quietly, request
+from inert.codecs._tables import CHECKPOINT_METADATA_NAME
 
 from ._compat import TORCH_VERSION
 from ._metadata import InertStorageInfo
@@ -102,7 +103,7 @@ class FsspecWriter(FileSystemWriter):
             self._open(os.fspath(checkpoint_id))
 
     def _metadata_path(self, rank: int | None = None) -> Any:
-        return join(self.root, ".metadata" if rank is None else f"__{rank}.metadata")
+        return join(self.root, CHECKPOINT_METADATA_NAME if rank is None else f"__{rank}{CHECKPOINT_METADATA_NAME}")
 
     def _make_root(self) -> None:
         request("creating", self.store, self.root, self.store.makedirs, self.root, exist_ok=True)

@@ -62,6 +62,9 @@ from inert._files import open_in, read_fd
 from inert._zstd import Inflation
 from inert.codecs import checkpoint_metadata as metadata_codec
 from inert.codecs import checkpoint_shard as shard
+from inert.codecs._tables import CHECKPOINT_ALIGN as ALIGN
+from inert.codecs._tables import CHECKPOINT_MAX_VALUE_LEN as MAX_VALUE_LEN
+from inert.codecs._tables import CHECKPOINT_METADATA_NAME as METADATA_NAME
 
 from ._compat import dtype_name, torch_dtype, validate_checkpoint_id
 from ._metadata import InertStorageInfo, loads_metadata
@@ -78,7 +81,6 @@ except ImportError:  # before 2.4
 
 __all__ = ["FileSystemReader", "MissingMetadataError", "ShapeMismatchError"]
 
-METADATA_NAME = ".metadata"
 _MIGRATE = (
     "If you trust its source, convert it with `inert migrate {dir} DST --trust-source` (docs/cli.md says what "
     "that trusts), or load it once with PyTorch's FileSystemReader and save it again with inert.torch.FileSystemWriter"
@@ -99,8 +101,7 @@ class MissingMetadataError(InertError, FileNotFoundError):
 _DIRECT_MIN = 1 << 16
 #: Longest tensor record header: kind, dtype, rank, 64 dims, length, padding to 64 bytes.
 _HEAD_MAX = 576
-#: The spec's cap on a value document (spec.checkpoint_shard.MAX_VALUE_LEN), and the longest value record.
-MAX_VALUE_LEN = 64 << 20
+#: The longest value record: its kind, the document's length, the document (at most ``MAX_VALUE_LEN``), the CRC-32.
 _VALUE_RECORD_MAX = 1 + 4 + MAX_VALUE_LEN + 4
 #: Records the metadata declares longer than this are checked against what their kind can hold before reading.
 _LENGTH_CHECKED = 1 << 20
@@ -123,10 +124,8 @@ _TAIL_PART = 1 << 20
 _SPREAD = object()
 #: In place of a buffer: copy from this tensor, but its buffer comes back with a later read item of the record.
 _SHARED_BUFFER = object()
-#: Alignment of tensor payloads in a record body (``ALIGN`` in ``inert.spec.checkpoint_shard``).
-ALIGN = 64
 #: The longest a VALUE body may inflate to: its kind, its document's length and the document.
-_VALUE_INFLATED_MAX = 5 + (64 << 20)  # MAX_VALUE_LEN in inert.spec.checkpoint_shard
+_VALUE_INFLATED_MAX = 5 + MAX_VALUE_LEN
 #: Where a read item's tensor goes: ``LoadPlanner.resolve_tensor`` or ``load_tensors``' own lookup.
 Resolve = Callable[[ReadItem], torch.Tensor]
 #: What loading a record gives, per read item: the item, the value or tensor, and a buffer to give back (or None).

@@ -34,6 +34,8 @@ from torch.futures import Future
 from inert._codec_runtime import file_header
 from inert._errors import WriteTypeError, WriteValueError
 from inert.codecs import checkpoint_shard as shard
+from inert.codecs._tables import CHECKPOINT_ALIGN as ALIGN
+from inert.codecs._tables import CHECKPOINT_METADATA_NAME as METADATA_NAME
 
 from ._compat import dtype_name, validate_checkpoint_id
 from ._metadata import InertStorageInfo, dumps_metadata
@@ -53,14 +55,11 @@ except ImportError:  # before 2.4
 
 __all__ = ["FileSystemWriter"]
 
-METADATA_NAME = ".metadata"
 SUFFIX = ".distcp"
 _COUNT = struct.Struct("<I")
 #: Threads writing records, whatever ``thread_count`` (the number of files) is: one record's
 #: checksum and contiguous copy proceed while another is written.
 _MIN_WORKERS = 2
-#: Record alignment of checkpoint-shard v1 (``ALIGN`` in ``inert.spec.checkpoint_shard``).
-ALIGN = 64
 
 
 @dataclasses.dataclass
