@@ -30,7 +30,8 @@ from typing import Any
 import numpy as np
 from inert.codecs import shm_message, shm_samples_meta
 from inert.spec import FORMATS
-from inert.spec._grammar import interpret_decode, interpret_encode
+
+from inert._interpret import interpret_decode, interpret_encode
 
 # --- Python objects as DALI pickles them ----------------------------------------------------
 

@@ -61,9 +61,8 @@ def differential(
     ``run(decode, data, kwargs)`` runs the generated codec (the fuzz harness
     passes one that also guards time and memory).
     """
-    from inert.spec._grammar import interpret_decode
-
     from fuzz.registry import codec, spec, spec_kwargs
+    from inert._interpret import interpret_decode
 
     fmt, part = spec(entry), spec_kwargs(entry)
     generated = run(codec(entry).decode, data, kwargs)

@@ -811,16 +811,3 @@ def remaining(stream: io.BytesIO) -> int:
 def new_context(ctx: dict[str, Any]) -> Container:
     """A Construct context for one interpretation; ``ctx`` is what the reader is told beyond the bytes."""
     return _context(ctx)
-
-
-# Where the interpreter's entry points were: a caller naming them here is handed the runtime's (the grammar
-# imports nothing of the runtime; importing spec/ never loads it).  The callers move to inert._interpret.
-_MOVED = {"interpret_decode": "inert._interpret", "interpret_encode": "inert._interpret"}
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _MOVED:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(_MOVED[name]), name)

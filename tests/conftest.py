@@ -37,7 +37,7 @@ def _readers() -> list[Callable[..., Any]]:
         getattr(module, name) for module in modules for name in dir(module) if name == "decode" or name.startswith("decode_")
     ]
     try:
-        from inert.spec._grammar import interpret_decode
+        from inert._interpret import interpret_decode
     except ImportError:  # the spec extra (Construct) is optional
         pass
     else:

@@ -14,11 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from inert.spec._grammar import interpret_decode
 
 from fuzz.registry import FORMATS, FormatUnderTest, codec, spec
 from inert import InertError, _audit
 from inert._audit import ExecutionDuringRead, no_execution
+from inert._interpret import interpret_decode
 
 # A pickle that names a global: unpickling it raises pickle.find_class.
 GLOBAL_PICKLE = pickle.dumps(collections.OrderedDict(a=1))
@@ -154,7 +154,7 @@ from inert._audit import no_execution
 from inert.codecs import MODULES
 from inert.conformance._corpus import load_corpus
 from inert.spec import FORMATS
-from inert.spec._grammar import interpret_decode
+from inert._interpret import interpret_decode
 
 def readers(name):
     base, _, part = name.partition(".")

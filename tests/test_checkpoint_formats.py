@@ -16,7 +16,6 @@ import pytest
 from inert.codecs import checkpoint_metadata as cm
 from inert.codecs import checkpoint_shard as cs
 from inert.spec import FORMATS
-from inert.spec._grammar import interpret_decode, interpret_encode
 
 from inert import (
     ChecksumError,
@@ -29,6 +28,7 @@ from inert import (
     VersionError,
 )
 from inert._checks import _DTYPE_NAMES, CHECKPOINT_ITEMSIZES
+from inert._interpret import interpret_decode, interpret_encode
 
 SHARD = FORMATS["checkpoint-shard"]
 META = FORMATS["checkpoint-metadata"]

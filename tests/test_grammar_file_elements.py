@@ -22,8 +22,6 @@ from inert.spec._grammar import (
     MsgPack,
     Padding,
     Record,
-    interpret_decode,
-    interpret_encode,
     min_size,
 )
 
@@ -39,6 +37,7 @@ from inert import (
     WriteTypeError,
     WriteValueError,
 )
+from inert._interpret import interpret_decode, interpret_encode
 
 BODY = Record(
     "Body",

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from inert.spec._grammar import interpret_encode
 
 from fuzz.oracle import Mutation, differential, mutate, mutations, outcome, same_value
 from fuzz.registry import FORMATS, FormatUnderTest, codec, spec, spec_kwargs
+from inert._interpret import interpret_encode
 
 ENTRIES = [pytest.param(entry, id=name) for name, entry in FORMATS.items()]
 
@@ -82,7 +82,8 @@ def test_every_prefix_is_refused_alike(entry: FormatUnderTest) -> None:
 def test_an_unknown_tag_before_the_end_of_input_is_reported_as_the_tag() -> None:
     """A struct group cut short reports what a field-by-field read meets first: here the unknown dtype."""
     from inert.codecs import checkpoint_shard
-    from inert.spec._grammar import interpret_decode
+
+    from inert._interpret import interpret_decode
 
     entry = FORMATS["checkpoint-shard.record"]
     generated = outcome(checkpoint_shard.decode_record, b"\x01\x00")

@@ -13,10 +13,10 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from inert.codecs import shm_descriptor, shm_message, shm_samples_meta
 from inert.spec import FORMATS
-from inert.spec._grammar import interpret_decode, interpret_encode
 
 import inert
 from inert import _checks
+from inert._interpret import interpret_decode, interpret_encode
 
 SCHEDULED = {
     "type": "SCHEDULED_TASK",

@@ -41,25 +41,21 @@ def test_spec_imports_only_the_standard_library_and_construct() -> None:
 
 
 def test_spec_loads_no_module_by_name_at_run_time() -> None:
-    """No ``importlib``/``__import__`` of the runtime behind the import statements, but for the two entry points
-    of the interpreter that moved out of spec/_grammar.py (a forwarder for callers still naming them there)."""
+    """No ``importlib``/``__import__`` of the runtime behind the import statements, and no module ``__getattr__``
+    handing out the runtime's names (the interpreter's entry points live in ``inert._interpret`` alone)."""
     found = []
     for path in sorted(SPEC.glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
             if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
                 name = node.func.id if isinstance(node.func, ast.Name) else node.func.attr
                 if name in ("import_module", "__import__"):
                     found.append(f"{path.name}:{node.lineno}")
-    assert found == ["_grammar.py:" + str(_forwarder_line())]
+        found += [f"{path.name}:{n.lineno}" for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "__getattr__"]
+    assert found == []
+    import inert.spec._grammar as grammar
 
-
-def _forwarder_line() -> int:
-    tree = ast.parse((SPEC / "_grammar.py").read_text())
-    forwarder = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "__getattr__")
-    moved = next(n for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "_MOVED")
-    assert ast.literal_eval(moved.value) == {"interpret_decode": "inert._interpret", "interpret_encode": "inert._interpret"}
-    calls = [n for n in ast.walk(forwarder) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "import_module"]
-    return calls[0].lineno
+    assert not hasattr(grammar, "interpret_decode") and not hasattr(grammar, "interpret_encode")
 
 
 WALK = textwrap.dedent(

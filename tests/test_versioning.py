@@ -14,10 +14,11 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from inert.spec._grammar import Format, interpret_decode, interpret_encode
+from inert.spec._grammar import Format
 
 import inert
 from inert._canonical import to_json
+from inert._interpret import interpret_decode, interpret_encode
 from inert.gen.python import generate
 from tests.fixtures import example_log
 

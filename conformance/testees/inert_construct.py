@@ -23,14 +23,14 @@ def _format(fmt: str, version: int) -> tuple[Any, str | None]:
 
 
 def decode(fmt: str, version: int, data: bytes, params: dict[str, Any]) -> Any:
-    from inert.spec._grammar import interpret_decode
+    from inert._interpret import interpret_decode
 
     grammar, part = _format(fmt, version)
     return interpret_decode(grammar, data, version, part=part, **params)
 
 
 def encode(fmt: str, version: int, value: Any) -> bytes:
-    from inert.spec._grammar import interpret_encode
+    from inert._interpret import interpret_encode
 
     grammar, part = _format(fmt, version)
     return interpret_encode(grammar, value, version, part=part)

@@ -17,11 +17,11 @@ from fuzz.registry import FORMATS  # noqa: E402
 harness.instrument(*FORMATS)
 
 from inert.spec import FORMATS as GRAMMARS  # noqa: E402
-from inert.spec import _grammar  # noqa: E402
 
 from fuzz.c_reader import CReaders  # noqa: E402
 from fuzz.registry import cases  # noqa: E402
 from inert._errors import InertError  # noqa: E402
+from inert._interpret import interpret_decode  # noqa: E402
 
 CASES = cases()
 C = CReaders()
@@ -31,7 +31,7 @@ def python_verdict(entry, data: bytes, kwargs) -> tuple[str, int, str] | None:  
     grammar = GRAMMARS[entry.format]
     params = {k: v for k, v in kwargs.items() if k != "version"}
     try:
-        _grammar.interpret_decode(grammar, data, kwargs.get("version"), part=entry.part, **params)
+        interpret_decode(grammar, data, kwargs.get("version"), part=entry.part, **params)
     except InertError as exc:
         return exc.kind, exc.offset, exc.field
     return None
