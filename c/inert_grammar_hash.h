@@ -5,6 +5,6 @@
 #ifndef INERT_GRAMMAR_HASH_H
 #define INERT_GRAMMAR_HASH_H
 
-#define INERT_GRAMMAR_HASH "be980b1d494144c3"
+#define INERT_GRAMMAR_HASH "bb50a00d55d3db47"
 
 #endif

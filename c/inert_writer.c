@@ -55,6 +55,25 @@ int inert_write_member(inert_writer *w, const inert_value *object, const char *n
     return 0;
 }
 
+int inert_write_known(inert_writer *w, const inert_value *object, const char *const *keys, size_t n, const char *what) {
+    for (size_t k = 0; k < object->count; k++) {
+        const char *name = object->members[k].name;
+        size_t j = 0;
+        while (j < n && strcmp(keys[j], name) != 0) j++;
+        if (j < n) continue;
+        char listed[INERT_FIELD_MAX];
+        size_t used = 0;
+        listed[0] = '\0';
+        for (j = 0; j < n && used < sizeof listed; j++) {
+            int wrote = snprintf(listed + used, sizeof listed - used, "%s%s", j ? ", " : "", keys[j]);
+            if (wrote < 0) break;
+            used += (size_t)wrote;
+        }
+        return inert_write_fail(w, INERT_WRITE_VALUE, name, "unknown key: %s has no field '%s' (its keys: %s)", what, name, listed);
+    }
+    return 0;
+}
+
 void inert_put(inert_writer *w, const void *data, size_t len) {
     if (w->n < w->cap) {
         size_t room = w->cap - w->n;

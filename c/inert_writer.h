@@ -108,6 +108,9 @@ const inert_value *inert_member_of(const inert_value *object, const char *name);
 int inert_write_object(inert_writer *w, const inert_value *v, const char *what);
 /* The member `name`, or a WriteTypeError "missing". */
 int inert_write_member(inert_writer *w, const inert_value *object, const char *name, const inert_value **out);
+/* Refuse the first member of `object` outside keys[0:n] as INERT_WRITE_VALUE, its name the field (what the
+ * Python writers' refuse_unknown does; `what` names the record).  0 when every member is one of them. */
+int inert_write_known(inert_writer *w, const inert_value *object, const char *const *keys, size_t n, const char *what);
 
 void inert_put(inert_writer *w, const void *data, size_t len);
 void inert_put_le(inert_writer *w, uint64_t value, unsigned width);

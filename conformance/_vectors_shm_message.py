@@ -331,6 +331,7 @@ def build() -> Corpus:
     c.reject("ZipArchive", "the start of a zip archive, as torch.save writes", b"PK\x03\x04" + bytes(26), "unknown-tag")
 
     _message_writes(c, rep_range.value, rep_completed.value)
+    _unknown_key_writes(c, rep_completed.value)
     c.malformed_values("ScheduledRange", "a scheduled sample-range task", rep_range.value)
     c.malformed_values("ScheduledBatchInfo", "a scheduled batch task with a BatchInfo", rep_batch.value)
     c.malformed_values(
@@ -411,3 +412,13 @@ def _message_writes(c: Corpus, sched: dict[str, Any], done: dict[str, Any]) -> N
     ]
     for name, what, value, kind in refusals:
         c.refuse_write(name, what, value, kind)
+
+
+def _unknown_key_writes(c: Corpus, done: dict[str, Any]) -> None:
+    """Keys a record does not have: refused as write-value, at the record's level and below it."""
+    c.refuse_write("UnknownKey", "a key the CompletedTask does not have beside all of its own", {**done, "minibatch": 0},
+                   "write-value")
+    c.refuse_write("UnknownKeyNested", "a key the batch meta does not have", {**done, "meta": {**done["meta"], "sise": 1}},
+                   "write-value")
+    c.refuse_write("UnknownKeyEmptyCase", "a message given with an exception kind that carries none",
+                   {**done, "exception": {"kind": "NONE", "message": "x"}}, "write-value")

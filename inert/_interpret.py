@@ -13,7 +13,7 @@ from typing import Any
 
 from inert import _errors
 from inert._checks import describe_foreign
-from inert._codec_runtime import as_bytes, check_zero
+from inert._codec_runtime import as_bytes, check_zero, missing_key, refuse_unknown
 from inert._errors import (
     ForeignFormatError,
     InertError,
@@ -60,6 +60,14 @@ class _Runtime:
     @staticmethod
     def rule_fault(rules: Any, env: dict[str, Any]) -> tuple[str, str] | None:
         return fault(rules, env)
+
+    @staticmethod
+    def missing_key(fmt: str, value: dict[Any, Any], key: str, keys: tuple[str, ...], typename: str) -> Exception:
+        return missing_key(fmt, value, key, keys, typename)
+
+    @staticmethod
+    def refuse_unknown(fmt: str, value: dict[Any, Any], keys: tuple[str, ...], typename: str) -> None:
+        refuse_unknown(fmt, value, keys, typename)
 
 
 HOST = _Runtime()

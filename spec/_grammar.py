@@ -92,6 +92,12 @@ class Host(Protocol):
     def rule_fault(self, rules: Any, env: dict[str, Any]) -> tuple[str, str] | None:
         """The first fault of ``rules`` (each a declared rule with its steps) in ``env``, or None."""
 
+    def missing_key(self, fmt: str, value: dict[Any, Any], key: str, keys: tuple[str, ...], typename: str) -> Exception:
+        """The write error for a required ``key`` absent from ``value`` (the generated writers' text)."""
+
+    def refuse_unknown(self, fmt: str, value: dict[Any, Any], keys: tuple[str, ...], typename: str) -> None:
+        """Raise the write error for the first key of ``value`` outside ``keys`` (the generated writers' text)."""
+
 
 _HOST: contextvars.ContextVar[Host] = contextvars.ContextVar("inert_spec_host")
 
@@ -415,7 +421,22 @@ class Record(Construct):  # type: ignore[misc]
         if fault is not None:
             raise _errors().InvalidValueError(_FORMAT, start, fault[0], fault[1])
 
-    def build_from(self, obj: dict[str, Any], stream: io.BytesIO, context: Any) -> None:
+    def check_keys(self, obj: dict[str, Any], tag_field: str | None = None, typename: str | None = None) -> None:
+        """Refuse a value whose keys are not the record's, before any field is written: a missing key
+        (``write-type``), then a key outside the record's (``write-value``; a typo is not lost data).
+        A union case's keys include the union's tag; a ``crc32`` or magic key may be given (and is ignored)."""
+        required = ((tag_field,) if tag_field is not None else ()) + tuple(
+            name for name, sub in self.fields if not isinstance(sub, (Padding, Crc32, Magic)))
+        keys = required + tuple(name for name, sub in self.fields if isinstance(sub, (Crc32, Magic)))
+        typename = self.typename if typename is None else typename
+        for name in required:
+            if name not in obj:
+                raise _host().missing_key(_FORMAT, obj, name, keys, typename)
+        if len(obj) != len(required):
+            _host().refuse_unknown(_FORMAT, obj, keys, typename)
+
+    def build_from(self, obj: dict[str, Any], stream: io.BytesIO, context: Any, tag_field: str | None = None) -> None:
+        self.check_keys(obj, tag_field)
         start = stream.tell()
         for name, sub in self.fields:
             if isinstance(sub, Crc32):
@@ -424,8 +445,6 @@ class Record(Construct):  # type: ignore[misc]
             if isinstance(sub, (Padding, Magic)):  # constants: the value needs no entry for them
                 sub._build(None, stream, context, name)
                 continue
-            if name not in obj:
-                raise _errors().WriteTypeError(_FORMAT, name, "missing")
             try:
                 sub._build(obj[name], stream, context, name)
             except (_errors().WriteTypeError, _errors().WriteValueError) as exc:
@@ -488,14 +507,16 @@ class Union(Construct):  # type: ignore[misc]
         if not isinstance(obj, dict):
             raise _errors().WriteTypeError(_FORMAT, "", f"expected dict ({self.typename}), got {type(obj).__name__}")
         if self.tag_field not in obj:
-            raise _errors().WriteTypeError(_FORMAT, self.tag_field, "missing")
+            raise _host().missing_key(_FORMAT, obj, self.tag_field, (self.tag_field,), self.typename)
         try:
             member = self.tag._build(obj[self.tag_field], stream, context, path)
         except (_errors().WriteTypeError, _errors().WriteValueError) as exc:
             raise exc.within(self.tag_field) from None
         case = self.cases[member]
         if case is not None:
-            case.build_from(obj, stream, context)
+            case.build_from(obj, stream, context, self.tag_field)
+        elif len(obj) != 1:
+            _host().refuse_unknown(_FORMAT, obj, (self.tag_field,), f"{self.typename} {member.name}")
         return obj
 
 

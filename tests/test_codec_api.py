@@ -13,9 +13,16 @@ from typing import Any
 import pytest
 from inert.codecs import MODULES, shm_message
 from inert.conformance._corpus import Vector, load_corpus
+from inert.spec import FORMATS
 
 from inert._canonical import from_json, to_json
 from inert._errors import WriteTypeError, WriteValueError
+from inert._interpret import interpret_encode
+
+try:
+    from inert import _accel
+except ImportError:  # a checkout without the accelerator built: the C writers are tested where it is
+    _accel = None  # type: ignore[assignment]
 
 ACCEPTED = [v for v in load_corpus() if v.accepted is not None]
 
@@ -99,6 +106,44 @@ def test_an_unknown_key_is_refused_with_its_path(vector: Vector) -> None:
         assert caught.value.field == f"{nested[0]}.no_such_key"
     elif vector.format == "shm-message":
         raise AssertionError("a message has a nested record")
+
+
+def _refusal(encode: Any, value: Any) -> tuple[str, str, str] | None:
+    try:
+        encode(value)
+    except (WriteTypeError, WriteValueError) as exc:
+        return "write-type" if isinstance(exc, WriteTypeError) else "write-value", exc.field, exc.reason
+    except ValueError as exc:  # the accelerator's C writers: (kind, field, reason)
+        kind, field, reason = exc.args
+        return kind, field, reason
+    return None
+
+
+_C_WRITERS = set(_accel.writers()) if _accel is not None else set()
+_WRITTEN_IN_C = [v for v in ACCEPTED if v.format in _C_WRITERS]
+_ALL_WRITERS = _ONE_PER_FORMAT + list({(v.format, v.version): v for v in _WRITTEN_IN_C}.values())
+
+
+@pytest.mark.parametrize("vector", _ALL_WRITERS, ids=[v.test_name for v in _ALL_WRITERS])
+def test_every_writer_refuses_an_unknown_key_alike(vector: Vector) -> None:
+    """The generated Python writer, the interpreted grammar (same text) and the C writer (same kind and field)."""
+    assert vector.accepted is not None
+    value = from_json(vector.accepted.text)
+    base, _, part = vector.format.partition(".")
+    module, suffix = _codec(vector)
+    typos = [dict(value, no_such_key=1)]
+    nested = _first_nested(value) if base.startswith("shm-") else None
+    if nested is not None:
+        typos.append(copy.deepcopy(value))
+        typos[-1][nested[0]]["no_such_key"] = 1
+    for typo in typos:
+        generated = _refusal(lambda v: getattr(module, f"encode{suffix}")(v, version=vector.version), typo)
+        assert generated is not None and generated[0] == "write-value" and generated[1].endswith("no_such_key")
+        interpreted = _refusal(lambda v: interpret_encode(FORMATS[base], v, vector.version, part or None), typo)
+        assert interpreted == generated
+        if vector.format in _C_WRITERS:
+            in_c = _refusal(lambda v: _accel.encode(vector.format, v, vector.version), typo)
+            assert in_c is not None and in_c[:2] == generated[:2] and "unknown key" in in_c[2]
 
 
 def test_a_typo_is_named_on_both_sides() -> None:

@@ -122,16 +122,33 @@ class _Writer(LineEmitter):
         for case_member, case in con.cases.items():
             self.emit(ind, f"case {int(case_member)}: {{")
             if case is not None:
-                self.record(case, ind + 1)
+                self.record(case, ind + 1, con.tag_field)
+            else:
+                self.known((con.tag_field,), f"{con.typename} {case_member.name}", ind + 1)
             self.emit(ind + 1, "break;")
             self.emit(ind, "}")
         self.emit(ind, "default: break;")
         self.emit(ind, "}")
 
-    def record(self, con: Record, ind: int) -> None:
+    def known(self, keys: tuple[str, ...], typename: str, ind: int) -> None:
+        """Refuse a member outside ``keys`` (the record's, its required ones checked already), as the Python writers do."""
+        listed = self.fresh("keys")
+        self.emit(ind, f"static const char *const {listed}[] = {{{', '.join(_c_string(k) for k in keys)}}};")
+        self.emit(ind, f"if (inert_write_known(w, v, {listed}, {len(keys)}, {_c_string(typename)})) return -1;")
+
+    def record(self, con: Record, ind: int, tag_field: str | None = None) -> None:
         start = self.fresh("start")
         self.emit(ind, f"size_t {start} = w->n;")
         self.emit(ind, f"(void){start};")
+        # Every key first (a missing one is write-type), then none beyond them, then the fields in order.
+        names = tuple(name for name, sub in con.fields if not isinstance(sub, (Padding, Crc32, Magic)))
+        members = {}
+        for name in names:
+            members[name] = self.fresh("m")
+            self.emit(ind, f"const inert_value *{members[name]};")
+            self.emit(ind, f"if (inert_write_member(w, v, {_c_string(name)}, &{members[name]})) return -1;")
+        ignored = tuple(name for name, sub in con.fields if isinstance(sub, (Crc32, Magic)))
+        self.known(((tag_field,) if tag_field is not None else ()) + names + ignored, con.typename, ind)
         for name, sub in con.fields:
             wrap = f"inert_write_within(w, {_c_string(name)})"
             if isinstance(sub, Padding):
@@ -143,10 +160,7 @@ class _Writer(LineEmitter):
             if isinstance(sub, Magic):
                 self.emit(ind, f"inert_put(w, {_c_string(sub.value)}, {sub.size});")
                 continue
-            member = self.fresh("m")
-            self.emit(ind, f"const inert_value *{member};")
-            self.emit(ind, f"if (inert_write_member(w, v, {_c_string(name)}, &{member})) return -1;")
-            self.value(sub, member, wrap, ind)
+            self.value(sub, members[name], wrap, ind)
 
     def value(self, sub: Any, value: str, wrap: str, ind: int) -> None:
         if isinstance(sub, (Record, Union)):
