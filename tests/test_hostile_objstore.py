@@ -3,9 +3,10 @@
 A real Inert checkpoint and a real dump are served by :class:`hostile_s3.HostileS3` (an S3 API
 server on localhost); each case makes it misbehave and reads through ``load_tensors``,
 ``inert.dump.load`` or ``inert verify s3://`` in a child process, which reports its peak RSS
-growth and wall time.  Each must end in a ``StorageError`` naming the URL (verify: exit 2 and
-that message) within the stated bound: memory a small multiple of the bytes the read asked for,
-time the deadline (``INERT_STORAGE_TIMEOUT`` and friends, set low here) plus a margin.
+growth, CPU time and wall time (from the read's start, its imports done).  Each must end in a
+``StorageError`` naming the URL (verify: exit 2 and that message) within the stated bound: memory
+a small multiple of the bytes the read asked for, time the deadline (``INERT_STORAGE_TIMEOUT`` and
+friends, set low here) plus a margin, CPU well under the deadline (waiting on a store costs none).
 """
 
 from __future__ import annotations
@@ -26,9 +27,12 @@ from hostile_s3 import HUGE, HostileS3  # noqa: E402
 
 #: Peak RSS growth allowed to a read whose requests ask for a few MiB at most (the bodies are HUGE).
 RSS_BOUND = 96 << 20
-#: The deadlines set for the children, and the margin allowed on top (process start, imports, retries).
+#: The deadlines set for the children, and the margin allowed on top (retries, a loaded machine).
 DEADLINE = 3.0
 MARGIN = 20.0
+#: CPU seconds allowed to the read (its imports done before), every thread's: below the deadline, so a reader
+#: that spins while a store trickles or lists (rather than sleeping on the event loop) fails; about 1 s measured.
+CPU_BOUND = 2.0
 #: A child that has not ended after this long has hung (the test fails, the child is killed).
 HANG = 90.0
 
@@ -81,7 +85,8 @@ def assert_refused(outcome: dict[str, Any], url: str, *words: str) -> None:
         message = outcome["message"]
     assert url.split("/", 3)[2] in message and all(word in message for word in words), message
     assert outcome["rss_growth"] < RSS_BOUND, f"peak RSS grew by {outcome['rss_growth'] >> 20} MiB"
-    assert outcome["wall"] < DEADLINE + MARGIN, f"{outcome['wall']:.1f} s"
+    assert outcome["op_wall"] < DEADLINE + MARGIN, f"{outcome['op_wall']:.1f} s"
+    assert outcome["cpu"] < CPU_BOUND, f"{outcome['cpu']:.2f} s of CPU"
 
 
 CASES = [("load_tensors", "ckpt/"), ("dump_load", "rollout/shard-"), ("verify", "ckpt/__0_0"), ("verify", "rollout/shard-")]
@@ -161,6 +166,7 @@ def _child(op: str, url: str, options: dict[str, Any]) -> None:
 
     outcome: dict[str, Any] = {"op": op}
     baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    began, started = _cpu(), time.monotonic()
     try:
         if op == "load_tensors":
             outcome["result"] = sorted(inert.torch.load_tensors(url, storage_options=options))
@@ -173,9 +179,16 @@ def _child(op: str, url: str, options: dict[str, Any]) -> None:
         outcome["error"], outcome["message"] = type(exc).__name__, str(exc)
     except SystemExit as exc:
         outcome["code"] = exc.code
+    outcome["cpu"], outcome["op_wall"] = _cpu() - began, time.monotonic() - started
     outcome["rss_growth"] = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - baseline) << 10
     print(json.dumps(outcome), flush=True)
     os._exit(0)  # no waiting for s3fs's threads on the way out
+
+
+def _cpu() -> float:
+    """CPU seconds of this process so far, every thread's (the event loop's included), user and system."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ def hint(command: str, path: str) -> str | None:
     try:
         mode = os.stat(path).st_mode
         if stat.S_ISDIR(mode):
-            return _directory(path)
+            return _directory(command, path)
         if stat.S_ISREG(mode) and command in ("inspect", "verify"):
             return _file(path)
     except (OSError, ValueError):  # gone, unreadable, a link or FIFO inside: the command's own error says so
@@ -70,9 +70,11 @@ def _is_safetensors(head: bytes, size: int) -> bool:
     return 0 < length <= size - 8 and head[8:9] == b"{"
 
 
-def _directory(path: str) -> str | None:
+def _directory(command: str, path: str) -> str | None:
     if any(os.path.lexists(os.path.join(path, marker)) for marker in _MARKERS):
         return None  # a checkpoint: the error is about its contents (a legacy one's already names inert migrate)
+    if command == "migrate" and any(name.endswith(".safetensors") for name in _names(path)):
+        return None  # a sharded model migrate reads: the error is about a shard
     inner = _checkpoints_below(path)
     if inner:
         more = "" if len(inner) <= MAX_LISTED else f" and {len(inner) - MAX_LISTED} more"
