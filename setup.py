@@ -15,7 +15,7 @@ HERE = Path(__file__).resolve().parent
 SOURCES = sorted(str(p.relative_to(HERE)) for p in (HERE / "c").glob("inert_*.c")) + ["c/python/inert_accel.c"]
 # The headers too: a grammar change may rewrite only a generated header (c/inert_grammar_hash.h at least),
 # and a build that skipped it would carry the previous grammar (inert/_accelerator.py refuses it).
-DEPENDS = sorted(str(p.relative_to(HERE)) for p in (HERE / "c").glob("inert_*.h"))
+DEPENDS = sorted(str(p.relative_to(HERE)) for p in (HERE / "c").glob("inert_*.h")) + ["c/python/inert_crc32_fold.h"]
 
 PTH = "inert-torch.pth"
 

@@ -15,8 +15,12 @@ truncation by another process is then a SIGBUS).  Both are measured, each
 against the same pickle loads.
 
 Runs alternate (inert, pickle, pickle, inert, ...) in one process; for each
-operation the best wall time and the best process CPU time (all threads) of
-the runs, and the ratios pickle / inert (above 1 means inert is faster)::
+operation the median wall time and the median process CPU time (all threads) of
+the runs, and the ratios pickle / inert (above 1 means inert is faster).  Beside
+them, the physical limit (benchmarks/limits.py): for a save, the same shard sizes
+written (and fsynced as the run does) on the owners' threads; for a load, the
+shard files read with ``os.preadv`` into preallocated buffers on the loading
+owners' threads; and Inert's fraction of it (limit time / Inert's wall time)::
 
     python benchmarks/bench_dump.py                         # 4,096 and 16,384 rows, 8 owners, load into 8 and 4
     python benchmarks/bench_dump.py --rows 4096 --repeat 5
@@ -31,6 +35,7 @@ import json
 import os
 import pickle
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -41,6 +46,9 @@ from functools import partial
 from typing import Any
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from limits import file_ranges, fraction, load_line, pread_limit, write_limit  # noqa: E402
 
 from inert.dump import Row, dump, load
 from inert.dump._publish import discard, publish, staging_dir
@@ -199,6 +207,12 @@ def bench(
                     assert digest == expected, f"{loader} load {owners}->{target} gave other rows back"
                     wall.setdefault(f"{loader} load {owners}->{target}", []).append(w)
                     cpu.setdefault(f"{loader} load {owners}->{target}", []).append(c)
+    # The limits, on the last Inert dump's files: its shards' bytes written, then read back.
+    last = next(path for path in reversed(paths) if os.path.basename(path).startswith("inert-"))
+    shards = sorted(os.path.join(last, name) for name in os.listdir(last) if name.startswith("shard-"))
+    limits = {"save": write_limit([os.path.getsize(p) for p in shards], root, threads=owners, sync=sync, repeat=repeat)}
+    for target in load_owners:
+        limits[f"load {owners}->{target}"] = pread_limit(file_ranges(shards), threads=target, repeat=repeat)
     for path in paths:
         shutil.rmtree(path)
     where = "in this process" if in_process else "in fresh processes"
@@ -206,16 +220,19 @@ def bench(
         f"\n{count} rows ({gib:.2f} GiB), {owners} owners, {repeat} runs each, fsync {'on' if sync else 'off'}, "
         f"loads {where} (inert: private memory, the default; mapped: load(mapped=True))"
     )
-    print(f"{'':22}{'wall: inert':>12}{'pickle':>9}{'ratio':>8}   {'CPU: inert':>11}{'pickle':>9}{'ratio':>8}")
+    print(f"{'':22}{'wall: inert':>12}{'pickle':>9}{'ratio':>8}   {'CPU: inert':>11}{'pickle':>9}{'ratio':>8}"
+          f"   {'limit':>8}{'fraction':>9}")
     ops = [("inert", "save")] + [(loader, f"load {owners}->{t}") for t in load_owners for loader in ("inert", "mapped")]
     for ours_name, op in ops:
         line = f"{op if ours_name == 'inert' else op + ' mapped':22}"
         for table in (wall, cpu):
-            # Best of the runs: on a shared machine the minimum is the least disturbed measurement.
-            ours, theirs = min(table[f"{ours_name} {op}"]), min(table[f"pickle {op}"])
+            ours, theirs = statistics.median(table[f"{ours_name} {op}"]), statistics.median(table[f"pickle {op}"])
             line += f"{ours:>11.3f}s{theirs:>8.3f}s{theirs / ours:>7.2f}x   "
-        print(line.rstrip())
-    print("ratio = pickle / inert: above 1 means inert is faster")
+        ours = statistics.median(wall[f"{ours_name} {op}"])
+        print(line + f"{limits[op]:>7.3f}s{fraction(limits[op], ours):>9.2f}")
+    print("medians of the runs; ratio = pickle / inert: above 1 means inert is faster; "
+          "fraction = limit / inert wall (1.0: at the limit)")
+    print(load_line())
 
 
 def main() -> None:
@@ -231,6 +248,7 @@ def main() -> None:
     parser.add_argument("--dir", default=None, help="where to write (default: a temporary directory)")
     parser.add_argument("--in-process", action="store_true", help="load in this process instead of a fresh one per load")
     args = parser.parse_args()
+    print(load_line())
     root = tempfile.mkdtemp(prefix="bench-dump-", dir=args.dir)
     try:
         for count in args.rows:

@@ -20,14 +20,17 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <errno.h>
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "inert_formats.h"
 #include "inert_grammar_hash.h"
 #include "inert_runtime.h"
 #include "inert_value_types.h"
 #include "inert_writers.h"
+#include "inert_crc32_fold.h"
 
 /* Records nest 64 deep at most and value documents 256: each level is one or two frames. */
 #define MAX_FRAMES 1024
@@ -903,6 +906,110 @@ fault:
     return NULL;
 }
 
+/* -- records read into private memory with their CRC-32 taken on the way (inert/dump/_blocks.py) -- */
+
+/* Bytes read per pread: the block is checksummed while it is still in the core's cache (1 MiB of L2 here). */
+#define PREAD_BLOCK (256 << 10)
+
+/* pread_crc32(fd, buffer, offset, spans): fill the writable contiguous buffer from fd at offset, PREAD_BLOCK
+ * bytes per pread (interrupted reads retried, short ones continued), and continue the CRC-32 of each span of it
+ * over each block as soon as the block is in: spans = [start0, end0, start1, end1, ...], offsets in the buffer,
+ * in order and apart.  One pass over the bytes, the GIL released throughout.  Returns (bytes read, [crc, ...]):
+ * fewer bytes than the buffer holds where the file ends first (the spans' CRCs then cover what was read). */
+static PyObject *pread_crc32(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 4 || !PyLong_Check(args[0]) || !PyLong_Check(args[2]) || !PyList_CheckExact(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "pread_crc32(fd, buffer, offset, spans)");
+        return NULL;
+    }
+    long fd = PyLong_AsLong(args[0]);
+    long long offset = PyLong_AsLongLong(args[2]);
+    if (PyErr_Occurred()) return NULL;
+    if (fd < 0 || fd > INT_MAX || offset < 0) {
+        PyErr_SetString(PyExc_ValueError, "pread_crc32: fd and offset must not be negative");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[1], &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS)) return NULL;
+    PyObject *spans = args[3], *out = NULL;
+    Py_ssize_t count = PyList_GET_SIZE(spans);
+    size_t *bounds = count ? PyMem_Malloc((size_t)count * sizeof *bounds) : NULL;
+    uint32_t *crcs = count ? PyMem_Calloc((size_t)count / 2, sizeof *crcs) : NULL;
+    if (count && (!bounds || !crcs)) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    size_t last = 0;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *item = PyList_GET_ITEM(spans, k);
+        Py_ssize_t at = PyLong_Check(item) ? PyLong_AsSsize_t(item) : -1;
+        if (at == -1 && PyErr_Occurred()) goto done;
+        if (count % 2 || at < 0 || (size_t)at < last || at > view.len) {
+            PyErr_SetString(PyExc_ValueError, "pread_crc32: spans are start, end pairs in order, inside the buffer");
+            goto done;
+        }
+        bounds[k] = last = (size_t)at;
+    }
+    uint8_t *buf = view.buf;
+    size_t size = (size_t)view.len, filled = 0, span = 0, spans_count = (size_t)count / 2;
+    int failure = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (filled < size) {
+        size_t want = size - filled < PREAD_BLOCK ? size - filled : PREAD_BLOCK;
+        ssize_t got = pread((int)fd, buf + filled, want, (off_t)(offset + (long long)filled));
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) {
+            failure = errno;
+            break;
+        }
+        if (got == 0) break; /* the end of the file */
+        size_t lo = filled, hi = filled + (size_t)got;
+        for (; span < spans_count && bounds[2 * span] < hi; span++) {
+            size_t a = bounds[2 * span] > lo ? bounds[2 * span] : lo, b = bounds[2 * span + 1] < hi ? bounds[2 * span + 1] : hi;
+            if (a < b) crcs[span] = inert_crc32_fast(crcs[span], buf + a, b - a);
+            if (bounds[2 * span + 1] > hi) break; /* continued by the next block */
+        }
+        filled = hi;
+    }
+    Py_END_ALLOW_THREADS
+    if (failure) {
+        errno = failure;
+        PyErr_SetFromErrno(PyExc_OSError);
+        goto done;
+    }
+    PyObject *list = PyList_New((Py_ssize_t)spans_count);
+    for (size_t k = 0; list && k < spans_count; k++) {
+        PyObject *crc = PyLong_FromUnsignedLong(crcs[k]);
+        if (!crc) Py_CLEAR(list);
+        else PyList_SET_ITEM(list, (Py_ssize_t)k, crc);
+    }
+    if (list) out = Py_BuildValue("(nN)", (Py_ssize_t)filled, list);
+done:
+    PyMem_Free(bounds);
+    PyMem_Free(crcs);
+    PyBuffer_Release(&view);
+    return out;
+}
+
+/* crc32(data, value=0): zlib.crc32 by the accelerator's own CRC-32 (for the tests that compare the two). */
+static PyObject *crc32_of(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs < 1 || nargs > 2 || (nargs == 2 && !PyLong_Check(args[1]))) {
+        PyErr_SetString(PyExc_TypeError, "crc32(data, value=0)");
+        return NULL;
+    }
+    unsigned long start = nargs == 2 ? PyLong_AsUnsignedLongMask(args[1]) : 0;
+    if (PyErr_Occurred()) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_C_CONTIGUOUS)) return NULL;
+    uint32_t crc;
+    Py_BEGIN_ALLOW_THREADS
+    crc = inert_crc32_fast((uint32_t)start, view.buf, (size_t)view.len);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(crc);
+}
+
 static PyObject *formats(PyObject *module, PyObject *unused) {
     (void)module, (void)unused;
     PyObject *out = PyList_New(0);
@@ -1220,6 +1327,10 @@ static PyMethodDef module_methods[] = {
     {"dcp_chunks", (PyCFunction)(void (*)(void))dcp_chunks, METH_FASTCALL,
      "dcp_chunks(classes, fqn, grid, files, byte_offsets, lengths, crcs, paths, storage): DCP's chunk objects of one "
      "tensor entry, their storage locations put in storage (inert/torch/_metadata.py)."},
+    {"pread_crc32", (PyCFunction)(void (*)(void))pread_crc32, METH_FASTCALL,
+     "pread_crc32(fd, buffer, offset, spans): fill buffer from fd at offset, the CRC-32 of each (start, end) span of "
+     "it taken block by block on the way; (bytes read, [crc, ...])."},
+    {"crc32", (PyCFunction)(void (*)(void))crc32_of, METH_FASTCALL, "crc32(data, value=0): zlib.crc32, by the accelerator."},
     {"encode", (PyCFunction)(void (*)(void))encode, METH_FASTCALL,
      "encode(name, value, version): the generated C writer's encoding of value (ValueError(kind, field, reason) if refused)."},
     {NULL, NULL, 0, NULL},
@@ -1232,6 +1343,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__accel(void) {
     if (PyType_Ready(&DecoderType) < 0 || PyType_Ready(&BoundType) < 0) return NULL;
+    inert_crc32_fold_init();
     key_accel = PyUnicode_InternFromString("_ACCEL");
     key_version = PyUnicode_InternFromString("version");
     if (!key_accel || !key_version) return NULL;

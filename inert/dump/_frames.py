@@ -120,8 +120,11 @@ class Frame:
         out.append(crc.to_bytes(CRC_SIZE, "little"))
         return out
 
-    def payloads(self, record: memoryview) -> list[memoryview] | None:
-        """The payload views of ``record`` if it is this frame's record, whole and with its CRC-32; else ``None``."""
+    def payloads(self, record: memoryview, crc: int | None = None) -> list[memoryview] | None:
+        """The payload views of ``record`` if it is this frame's record, whole and with its CRC-32; else ``None``.
+
+        ``crc``: the CRC-32 of the record but its last ``CRC_SIZE`` bytes when already taken (as it was read).
+        """
         if len(record) != self.length:
             return None
         pos = GLOBAL_INDEX_SIZE
@@ -135,6 +138,6 @@ class Frame:
         end = self.length - CRC_SIZE
         if record[pos:end].tobytes() != self.gaps[-1]:
             return None
-        if crc32(record[:end]) != int.from_bytes(record[end:], "little"):
+        if (crc32(record[:end]) if crc is None else crc) != int.from_bytes(record[end:], "little"):
             return None
         return views

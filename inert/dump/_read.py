@@ -31,8 +31,10 @@ from inert._objstore import StorageLimits, display, filesystem, is_url, join, ob
 from inert.codecs import dump_manifest as manifest_codec
 from inert.codecs import dump_shard as shard_codec
 from inert.torch._compat import dtype_name
+from inert.torch._payload import crc32
 
-from ._frames import GLOBAL_INDEX_SIZE, Frame, frame_for
+from ._blocks import pread_crc32
+from ._frames import CRC_SIZE, GLOBAL_INDEX_SIZE, Frame, frame_for
 from ._gc import paused_gc
 from ._manifest import FIRST_RECORD, FORMAT, MANIFEST_NAME, read_manifest
 from ._model import DENSE, NESTED, FieldSpec, Row
@@ -103,17 +105,12 @@ def _map_private(fd: int, size: int) -> memoryview | None:
 def _private_memory(size: int) -> memoryview:
     """Fresh memory for a batch's records, which its rows' tensors share (alive while one of them is).
 
-    Anonymous and asked for huge pages: the first touch of each page costs a fault, and with 2 MiB
-    pages a batch of records faults 512 times less often (most of the cost of reading into fresh
-    memory rather than mapping the file).
+    Anonymous, its pages faulted in at once (``MAP_POPULATE``: one call instead of a fault per 4 KiB page while
+    ``pread`` fills it), in small pages: asking for huge pages made the kernel zero fresh 2 MiB pages at a third
+    of the speed on the virtual machines measured (3x the load's CPU time, benchmarks/README.md).
     """
-    region = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    if hasattr(mmap, "MADV_HUGEPAGE"):
-        try:
-            region.madvise(mmap.MADV_HUGEPAGE)
-        except OSError:  # a kernel without transparent huge pages: small pages do
-            pass
-    return memoryview(region)
+    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_POPULATE", 0)
+    return memoryview(mmap.mmap(-1, size, flags=flags))
 
 
 class DumpReader:
@@ -148,8 +145,9 @@ class DumpReader:
     def _read_manifest(self) -> dict[str, Any]:
         return read_manifest(self.path)
 
-    def _read_at(self, shard: _Shard, memory: memoryview, start: int) -> int:
-        return os.preadv(shard.fd, [memory], start)
+    def _read_at(self, shard: _Shard, memory: memoryview, start: int, spans: list[int]) -> tuple[int, list[int]]:
+        """Fill ``memory`` from the shard at ``start``: the bytes read and the CRC-32 of each span (one pass)."""
+        return pread_crc32(shard.fd, memory, start, spans)
 
     def _open_shard(self, shard: dict[str, Any]) -> None:
         name = shard["file"]
@@ -209,8 +207,9 @@ class DumpReader:
 
         A mapped shard's records are slices of its mapping (no copy: the CRC-32
         reads the page cache, with the GIL released, so owners check in
-        parallel).  Otherwise each run of neighbouring records is read with one
-        read into one fresh buffer for the batch, which its rows share.
+        parallel).  Otherwise each run of neighbouring records is read into one
+        fresh buffer for the batch, which its rows share, block by block with
+        each record's CRC-32 taken as its bytes come in (``_blocks``).
         """
         runs: list[list[_Location]] = []
         for loc in locs:
@@ -227,22 +226,29 @@ class DumpReader:
         rows = []
         for run, (start, end) in zip(runs, spans, strict=True):
             shard = run[0].shard
+            crcs: list[int | None]
             if shard.mapping is not None:
                 memory = shard.mapping[start:end]
+                crcs = [None] * len(run)
             else:
                 assert buffer is not None
                 memory = buffer[pos : pos + end - start]
                 pos += end - start
-                got = self._read_at(shard, memory, start)
+                # Each record's CRC-32 covers all of it but its last CRC_SIZE bytes (the stored CRC-32).
+                cuts: list[int] = []
+                for loc in run:
+                    cuts += (loc.offset - start, loc.offset - start + max(0, loc.length - CRC_SIZE))
+                got, read_crcs = self._read_at(shard, memory, start, cuts)
                 if got != end - start:
                     short = next(loc for loc in run if loc.pad_end > start + got)
                     raise TruncatedError(SHARD, start + got, short.where, f"{short.length} bytes needed, the file ends first")
-            for loc in run:
+                crcs = list(read_crcs)
+            for loc, crc in zip(run, crcs, strict=True):
                 pad = memory[loc.offset + loc.length - start : loc.pad_end - start].tobytes()
                 if pad.count(0) != len(pad):
                     where = f"{shard.name}:rows[{loc.position + 1}].pad"
                     raise InvalidValueError(SHARD, loc.offset + loc.length, where, "padding bytes are not zero")
-                rows.append(self._row(loc, memory[loc.offset - start : loc.offset - start + loc.length]))
+                rows.append(self._row(loc, memory[loc.offset - start : loc.offset - start + loc.length], crc))
         return rows
 
     def _frame(self, fields: list[int], length: int) -> Frame | None:
@@ -259,11 +265,14 @@ class DumpReader:
         self._frames[key] = frame
         return frame
 
-    def _row(self, loc: _Location, view: memoryview) -> Row:
-        """Decode and check one record against the manifest; its tensors are views of ``view``."""
+    def _row(self, loc: _Location, view: memoryview, crc: int | None) -> Row:
+        """Decode and check one record against the manifest; its tensors are views of ``view``.
+
+        ``crc``: the CRC-32 of the record's bytes before its stored one, taken as they were read (None: not yet).
+        """
         entry = self._manifest["keys"][loc.key]
         frame = self._frame(entry["fields"], loc.length)
-        payloads = frame.payloads(view) if frame is not None else None
+        payloads = frame.payloads(view, crc) if frame is not None else None
         if payloads is not None and int.from_bytes(view[:GLOBAL_INDEX_SIZE], "little") == entry["global_index"]:
             # Byte for byte the record of its dense fields, CRC-32 checked: what the codec would decode.
             fields = {}
@@ -403,11 +412,12 @@ class RemoteDumpReader(DumpReader):
         head = read_range(self.fs, join(self.root, name), 0, FIRST_RECORD, self.limits)
         self._place_shard(opened, shard, head, self._sizes[name])
 
-    def _read_at(self, shard: _Shard, memory: memoryview, start: int) -> int:
+    def _read_at(self, shard: _Shard, memory: memoryview, start: int, spans: list[int]) -> tuple[int, list[int]]:
         data = read_range(self.fs, join(self.root, shard.name), start, start + len(memory), self.limits)
         got = min(len(data), len(memory))
         memory[:got] = data[:got]
-        return got
+        # A network read is no cache-sized block: the CRC-32s are a second pass, beside the request's time.
+        return got, [crc32(memory[a : min(b, got)]) if a < got else 0 for a, b in zip(spans[::2], spans[1::2], strict=True)]
 
     def __repr__(self) -> str:
         return f"RemoteDumpReader({display(self.fs, self.root)!r})"
