@@ -37,6 +37,7 @@ from types import ModuleType
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from limits import fraction, memcpy_limit, report  # noqa: E402
 
 
 def loadavg() -> str:
@@ -117,7 +118,7 @@ def main() -> None:
     if floor is None:
         print("floor: benchmarks/floor.c did not compile; its columns are left out")
     print(f"{'input':<36} {'bytes':>8} | {'accel':>9} {'python':>9} {'pickle':>9} {'floor':>9} | "
-          f"{'acc/pkl':>7} {'py/pkl':>7} {'py/acc':>6} {'flr/pkl':>7}   (ns, CPU)")
+          f"{'acc/pkl':>7} {'py/pkl':>7} {'py/acc':>6} {'flr/pkl':>7} | {'limit':>7} {'of lim.':>7}   (ns, CPU)")
     for message in bench_shm.MESSAGES:
         codec = bench_shm.CODECS[message.format]
         data = codec.encode(message.value)
@@ -137,7 +138,8 @@ def main() -> None:
         t.setdefault("floor", float("nan"))
         times = " ".join(f"{t[name]:>9.0f}" for name in ("accel", "python", "pickle", "floor"))
         print(f"{message.name:<36} {len(data):>8} | {times} | {t['accel'] / t['pickle']:>7.3f} {t['python'] / t['pickle']:>7.3f} "
-              f"{t['python'] / t['accel']:>6.1f} {t['floor'] / t['pickle']:>7.3f}")
+              f"{t['python'] / t['accel']:>6.1f} {t['floor'] / t['pickle']:>7.3f} | "
+              f"{(limit := memcpy_limit(len(data)) * 1e9):>7.0f} {fraction(limit, t['accel']):>7.3f}")
 
     metadata = bench_dcp.synthetic_70b()
     data = dumps_metadata(metadata)
@@ -159,6 +161,9 @@ def main() -> None:
     for name, ns in t.items():
         off, on = ns / t["pickle, GC off"], ns / t["pickle"]
         print(f"  {name:<16} {ns / 1e6:8.1f}   / pickle GC off {off:6.3f}   / pickle GC on {on:6.3f}")
+    print(report("the decode", memcpy_limit(len(data)), t["accel"] / 1e9, "memcpy of the encoded bytes"))
+    print("limit: a memcpy of the input's bytes between preallocated buffers (benchmarks/limits.py); "
+          "of lim.: the limit's time over the accelerated decode's")
     print(f"load average after: {loadavg()}")
 
 

@@ -55,6 +55,9 @@ from torch.distributed.checkpoint.metadata import (
     TensorStorageMetadata,
 )
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from limits import file_ranges, load_line, memcpy_limit, pread_limit, report, write_limit  # noqa: E402
+
 warnings.filterwarnings("ignore")
 
 
@@ -136,6 +139,12 @@ def bench_dcp(root: Path, repeat: int, gib: float) -> dict[str, float]:
     nocheck = results["load_unchecked"]
     print(f"    inert load without CRC-32 verification: {nocheck:.3f} s, median {medians['load_unchecked']:.3f} s"
           f" (checksums cost {results['load_inert'] / nocheck - 1:+.0%})")
+    files = sorted(p for p in (root / "inert").iterdir() if p.is_file())
+    # Inert's writer runs thread_count=1 (DCP's default), its reader 2 threads: the limits on the same.
+    saved = write_limit([p.stat().st_size for p in files], root, threads=1, sync=False, repeat=repeat)
+    print(report("the save", saved, medians["save_inert"], "the same file sizes written, 1 thread, no fsync"))
+    read = pread_limit(file_ranges(files), threads=2, repeat=repeat)
+    print(report("the load", read, medians["load_inert"], "the same files read with os.preadv, 2 threads"))
     return results
 
 
@@ -187,6 +196,11 @@ def bench_tensors(root: Path, repeat: int) -> None:
     print("    " + line("inert load_tensors, no verification", "direct_unchecked"))
     print("    " + line("safetensors load_file+copy (verifies nothing)", "safetensors"))
     print("    " + line("np.fromfile of the raw bytes", "fromfile"))
+    limit = pread_limit(file_ranges(sorted(p for p in (root / "t_inert").iterdir() if p.is_file())), threads=2,
+                        repeat=repeat)
+    for label, key in (("dcp.load, verified", "inert"), ("load_tensors, verified", "direct"),
+                       ("load_tensors, unverified", "direct_unchecked")):
+        print(report(label, limit, m[key], "the checkpoint's files read with os.preadv into preallocated buffers, 2 threads"))
     for label, key in (("dcp.load unchecked (like for like: safetensors checks no checksum)", "unchecked"),
                        ("dcp.load CRC-32 verified", "inert"), ("load_tensors unchecked", "direct_unchecked"),
                        ("load_tensors CRC-32 verified", "direct")):
@@ -260,6 +274,7 @@ def bench_metadata(repeat: int) -> None:
           f"   inert loads_metadata {i * 1e3:.0f} ms, {len(encoded) / (1 << 20):.1f} MiB")
     sizes = len(pickled) / len(encoded)
     print(f"    speed ratio {p / i:.2f}x ({q / i:.2f}x against the GC-off pickle)   size ratio {sizes:.2f}x")
+    print(report("the metadata load", memcpy_limit(len(encoded), repeat=repeat), i, "memcpy of the encoded bytes"))
 
 
 def main() -> None:
@@ -279,6 +294,7 @@ def main() -> None:
     import inert.torch as it
     from inert.torch._payload import CRC32_IMPLEMENTATION
     torch.manual_seed(0)
+    print(load_line())
     root = Path(tempfile.mkdtemp(prefix="inert-bench-"))
     try:
         if args.only in (None, "metadata"):
@@ -290,8 +306,7 @@ def main() -> None:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(f"torch {torch.__version__} ({torch.get_num_threads()} intra-op threads), safetensors {safetensors.__version__},"
-          f" {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f},"
-          f" CRC-32 by {CRC32_IMPLEMENTATION}")
+          f" CRC-32 by {CRC32_IMPLEMENTATION}; {load_line()}")
 
 
 if __name__ == "__main__":

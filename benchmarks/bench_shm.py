@@ -33,6 +33,9 @@ from inert.spec import FORMATS
 
 from inert._interpret import interpret_decode, interpret_encode
 
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from limits import fraction, load_line, memcpy_limit  # noqa: E402
+
 # --- Python objects as DALI pickles them ----------------------------------------------------
 
 
@@ -224,6 +227,7 @@ def main() -> None:
     header = (
         f"{'message':<34} {'bytes':>6} {'pickled':>7} | {'inert enc':>9} {'pickle':>9} {'constr.':>9} | "
         f"{'inert dec':>9} {'pickle':>9} {'constr.':>9} | {'dec/pkl':>7} {'enc/pkl':>7} {'dec xC':>6} {'enc xC':>6}"
+        f" | {'limit':>6} {'dec of':>6}"
     )
     print(header)
     print("-" * len(header))
@@ -236,10 +240,13 @@ def main() -> None:
             f"{t['inert.decode']:>9.0f} {t['pickle.loads']:>9.0f} {t['construct.decode']:>9.0f} | "
             f"{t['inert.decode'] / t['pickle.loads']:>7.2f} {t['inert.encode'] / t['pickle.dumps']:>7.2f} "
             f"{t['construct.decode'] / t['inert.decode']:>6.0f} {t['construct.encode'] / t['inert.encode']:>6.0f}"
+            f" | {(limit := memcpy_limit(size) * 1e9):>6.0f} {fraction(limit, t['inert.decode']):>6.3f}"
         )
         sys.stdout.flush()
     print("dec/pkl, enc/pkl: generated codec's time over pickle's (target: decode <= 1.5)")
     print("dec xC, enc xC: speedup of the generated codec over the Construct-interpreted one (target >= 20)")
+    print("limit: a memcpy of the encoded bytes (benchmarks/limits.py); dec of: the limit's time over the decode's")
+    print(load_line())
     reported, wall, torch = import_time("inert.codecs.shm_message")
     print(
         f"import inert.codecs.shm_message: {reported:.1f} ms by -X importtime (with inert and its helpers), "

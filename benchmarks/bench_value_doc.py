@@ -14,10 +14,15 @@ the bound of 1 s per MiB.
 from __future__ import annotations
 
 import argparse
+import os
 import pickle
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from limits import fraction, load_line, memcpy_limit  # noqa: E402
 
 from inert._value_doc import _Build, _scan, pack_value, unpack_value
 
@@ -57,7 +62,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
-    print(f"{'document':44} {'bytes':>9} {'inert':>10} {'msgpack':>10} {'pickle':>10} {'inert/msgpack':>14} {'inert/pickle':>13}")
+    print(load_line())
+    print(f"{'document':44} {'bytes':>9} {'inert':>10} {'msgpack':>10} {'pickle':>10} {'inert/msgpack':>14} {'inert/pickle':>13}"
+          f" {'limit':>9} {'of limit':>8}")
     for label, value in documents().items():
         data = pack_value("bench", "", value, 64 * MIB, 64)
         pickled = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
@@ -69,7 +76,8 @@ def main() -> None:
             "pickle": lambda pickled=pickled: pickle.loads(pickled),
         }, args.rounds, inner)
         print(f"{label:44} {len(data):9d} {t['inert'] * 1e6:8.1f}us {t['msgpack'] * 1e6:8.1f}us {t['pickle'] * 1e6:8.1f}us "
-              f"{t['inert'] / t['msgpack']:13.2f}x {t['inert'] / t['pickle']:12.2f}x")
+              f"{t['inert'] / t['msgpack']:13.2f}x {t['inert'] / t['pickle']:12.2f}x"
+              f" {(limit := memcpy_limit(len(data))) * 1e6:7.1f}us {fraction(limit, t['inert']):8.3f}")
     count = 1_000_000
     hostile = b"\xdd" + count.to_bytes(4, "big") + b"\x80" * count
     cpu = float("inf")

@@ -20,6 +20,8 @@ import time
 import warnings
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from limits import file_ranges, fraction, load_line, pread_limit  # noqa: E402
 
 
 def write(root: str, mib: int) -> list[str]:
@@ -76,6 +78,7 @@ def main() -> None:
     if args.child is not None:
         child(args.child, args.repeat)
         return
+    print(load_line())
     with tempfile.TemporaryDirectory() as root:
         paths = write(root, args.mib)
         trees = [("this tree", HERE)] + ([("against", os.path.abspath(args.against))] if args.against else [])
@@ -87,7 +90,13 @@ def main() -> None:
                 line += f"  {label}: {seconds:.3f} s ({nbytes / seconds / 1e9:.2f} GB/s)"
             if args.against:
                 line += f"  ratio {results['against'][name][0] / results['this tree'][name][0]:.2f}"
+            # The limit: the checkpoint's files read with os.preadv into preallocated buffers on verify's 2 threads.
+            path = next(p for p in paths if os.path.basename(p) == name)
+            limit = pread_limit(file_ranges(sorted(os.path.join(path, f) for f in os.listdir(path))), threads=2,
+                                repeat=args.repeat)
+            line += f"  limit (os.preadv, 2 threads) {limit:.3f} s: {fraction(limit, results['this tree'][name][0]):.2f} of it"
             print(line)
+        print(load_line())
 
 
 if __name__ == "__main__":

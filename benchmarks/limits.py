@@ -92,7 +92,8 @@ def file_ranges(paths: Sequence[str | os.PathLike[str]]) -> list[tuple[str, int,
 
 def memcpy_limit(nbytes: int, threads: int = 1, repeat: int = 3) -> float:
     """Seconds to copy ``nbytes`` between preallocated buffers, split over ``threads`` threads (memoryview slice
-    assignment: a memcpy with the GIL held, so threads add nothing beyond one; for the sizes of decoders' inputs)."""
+    assignment: a memcpy with the GIL held, so threads add nothing beyond one; for the sizes of decoders' inputs).
+    Below :data:`BLOCK` bytes, the time per input of one copy of many side by side: the bytes' cost, no call's."""
     per = max(1, nbytes // max(1, threads))
     sources = [bytearray(b"\1" * per) for _ in range(max(1, threads))]
     dests = [bytearray(per) for _ in sources]
@@ -111,15 +112,18 @@ def memcpy_limit(nbytes: int, threads: int = 1, repeat: int = 3) -> float:
         with ThreadPoolExecutor(max_workers=len(sources)) as pool:
             list(pool.map(copy, sources, dests))
 
-    if nbytes < BLOCK:  # too short to time once: time many copies
+    if nbytes < BLOCK:
+        # Too short to time once, and a Python call per copy would time Python: one copy of as many such inputs
+        # side by side as fill a block (cache-resident, as a small message is), divided among them.
         count = max(1, BLOCK // max(1, nbytes))
-        inner = run
+        source, dest = memoryview(bytearray(b"\1" * (count * nbytes))), memoryview(bytearray(count * nbytes))
+        dest[:] = source
 
         def run() -> None:
-            for _ in range(count):
-                inner()
+            for _ in range(64):
+                dest[:] = source
 
-        return _median(run, repeat) / count
+        return _median(run, repeat) / (64 * count)
     return _median(run, repeat)
 
 
