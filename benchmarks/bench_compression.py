@@ -24,7 +24,10 @@ and ratios (DCP over Inert: above 1 favours Inert).  Runs take turns.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
+import statistics
+import sys
 import tempfile
 import time
 import warnings
@@ -38,6 +41,9 @@ import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint._extension import ZStandard
 
 import inert.torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from limits import file_ranges, load_line, pread_limit, report, write_limit  # noqa: E402
 
 warnings.filterwarnings("ignore")
 
@@ -147,6 +153,13 @@ def main() -> None:
                 peaks[name].append(peak)
                 assert torch.equal(into["model"]["layer0.weight"], state["model"]["layer0.weight"])
                 assert torch.equal(into["optim"]["layer7"]["exp_avg_sq"], state["optim"]["layer7"]["exp_avg_sq"])
+        limits = []
+        for name in ("inert zstd", "inert plain"):  # the limits on the files as Inert wrote them, on its threads
+            files = sorted(p for p in (root / name.replace(" ", "-")).iterdir() if p.is_file())
+            written = write_limit([p.stat().st_size for p in files], root, threads=1, sync=False, repeat=args.repeat)
+            read = pread_limit(file_ranges(files), threads=2, repeat=args.repeat)
+            limits.append(report(f"{name} save", written, statistics.median(saves[name]), "its files' sizes written, 1 thread"))
+            limits.append(report(f"{name} load", read, statistics.median(loads[name]), "its files read by os.preadv, 2 threads"))
     finally:
         shutil.rmtree(root, ignore_errors=True)
     raw = sizes["inert plain"]
@@ -161,6 +174,8 @@ def main() -> None:
         print(f"{kind}: size dcp/inert {sizes[d] / sizes[i]:.3f}x, save dcp/inert {min(saves[d]) / min(saves[i]):.2f}x, "
               f"load dcp/inert {min(loads[d]) / min(loads[i]):.2f}x, load peak RSS dcp/inert "
               f"{_ratio(max(peaks[d]), max(peaks[i]))}  (above 1 favours Inert)")
+    print("\n".join(limits) + "\n  (against the medians of the runs)")
+    print(load_line())
 
 
 if __name__ == "__main__":

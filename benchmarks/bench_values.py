@@ -19,6 +19,7 @@ import inspect
 import io
 import os
 import shutil
+import sys
 import tempfile
 import time
 import warnings
@@ -28,6 +29,9 @@ from typing import Any
 import numpy as np
 import torch
 import torch.distributed.checkpoint as dcp
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from limits import file_ranges, load_line, pread_limit, report, write_limit  # noqa: E402
 
 import inert.torch
 
@@ -71,6 +75,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--loaders", type=int, default=8)
     args = parser.parse_args()
+    print(load_line())
     source = state(args.loaders)
     root = tempfile.mkdtemp(prefix="bench_values_")
     try:
@@ -92,6 +97,12 @@ def main() -> None:
               f"  ratio {load['dcp'] / load['inert']:.2f}x")
         print(f"size  inert {size['inert'] / 1e6:.2f} MB  dcp {size['dcp'] / 1e6:.2f} MB"
               f"  ratio {size['dcp'] / size['inert']:.2f}x")
+        files = sorted(os.path.join(paths["inert"], f) for f in os.listdir(paths["inert"]))
+        written = write_limit([os.path.getsize(f) for f in files], root, threads=1, sync=False, repeat=args.repeat)
+        print(report("the save", written, save["inert"], "Inert's file sizes written, 1 thread, no fsync"))
+        print(report("the load", pread_limit(file_ranges(files), threads=2, repeat=args.repeat), load["inert"],
+                     "Inert's files read with os.preadv, 2 threads"))
+        print(load_line())
     finally:
         shutil.rmtree(root)
 
