@@ -287,6 +287,9 @@ static int bools_only(inert_writer *w, uint64_t dtype, const inert_value *v) {
     return 0;
 }
 
+static int put_ext(inert_writer *w, int8_t code, const inert_value *v, unsigned depth, unsigned max_depth,
+                   int (*write)(inert_writer *, const inert_value *, unsigned, unsigned));
+
 /* A typed extension (inert/_value_types.py encode_typed): checked as the Python writer checks it, then its
  * payload; the document a torch.Size, torch.device or registered object holds is a list one level down. */
 static int pack_typed(inert_writer *w, const inert_value *v, unsigned depth, unsigned max_depth) {
@@ -371,27 +374,44 @@ static int pack_typed(inert_writer *w, const inert_value *v, unsigned depth, uns
         break;
     default: return inert_write_fail(w, INERT_WRITE_TYPE, "", "not in the value subset");
     }
-    inert_writer probe = {NULL, 0, 0, w->err};
-    if (pack(&probe, &doc, depth + 1, max_depth)) return -1;
-    put_ext_header(w, code, probe.n);
-    return pack(w, &doc, depth + 1, max_depth);
+    return put_ext(w, code, &doc, depth + 1, max_depth, pack);
+}
+
+/* The array a tuple, set or frozenset extension holds: its count, then its items (a set's in order). */
+static int ext_items(inert_writer *w, const inert_value *v, unsigned depth, unsigned max_depth) {
+    put_header(w, v->count, 0x90, 16, 0, 0xdc);
+    if (v->kind == INERT_VALUE_TUPLE) {
+        for (size_t k = 0; k < v->count; k++)
+            if (pack(w, &v->items[k], depth, max_depth)) return -1;
+        return 0;
+    }
+    return pack_sorted(w, v->items, v->count, 1, depth, max_depth);
+}
+
+/* An extension whose payload `write` puts: its header (the shortest form for the payload's length, so the
+ * payload is counted first), the code, the payload.  A writer that only counts (no buffer: cap 0) counts the
+ * payload once and adds the header's bytes after it, so an extension nested in n others is counted n times
+ * and written once: the cost of a document is its size times its nesting (at most max_depth), never 2**depth. */
+static int put_ext(inert_writer *w, int8_t code, const inert_value *v, unsigned depth, unsigned max_depth,
+                   int (*write)(inert_writer *, const inert_value *, unsigned, unsigned)) {
+    inert_writer count = {NULL, 0, 0, w->err};
+    if (w->cap == 0) { /* counting: the payload once, then the header it needs */
+        size_t start = w->n;
+        if (write(w, v, depth, max_depth)) return -1;
+        put_ext_header(&count, code, w->n - start);
+        w->n += count.n;
+        return 0;
+    }
+    if (write(&count, v, depth, max_depth)) return -1;
+    put_ext_header(w, code, count.n);
+    return write(w, v, depth, max_depth);
 }
 
 /* An extension: its header (the shortest form for the payload's length), the code, the payload. */
 static int pack_ext(inert_writer *w, int8_t code, const inert_value *v, unsigned depth, unsigned max_depth) {
-    inert_writer probe = {NULL, 0, 0, w->err};
-    if (v->kind == INERT_VALUE_COMPLEX) probe.n = 16;
-    else if (v->kind == INERT_VALUE_BYTEARRAY) probe.n = v->len;
-    else {
-        put_header(&probe, v->count, 0x90, 16, 0, 0xdc);
-        if (v->kind == INERT_VALUE_TUPLE) {
-            for (size_t k = 0; k < v->count; k++)
-                if (pack(&probe, &v->items[k], depth, max_depth)) return -1;
-        } else if (pack_sorted(&probe, v->items, v->count, 1, depth, max_depth)) {
-            return -1;
-        }
-    }
-    put_ext_header(w, code, probe.n);
+    if (v->kind != INERT_VALUE_COMPLEX && v->kind != INERT_VALUE_BYTEARRAY)
+        return put_ext(w, code, v, depth, max_depth, ext_items);
+    put_ext_header(w, code, v->kind == INERT_VALUE_COMPLEX ? 16 : v->len);
     if (v->kind == INERT_VALUE_COMPLEX) {
         double parts[2] = {v->f, v->imag};
         for (int k = 0; k < 2; k++) {
@@ -402,17 +422,8 @@ static int pack_ext(inert_writer *w, int8_t code, const inert_value *v, unsigned
         }
         return 0;
     }
-    if (v->kind == INERT_VALUE_BYTEARRAY) {
-        inert_put(w, v->data, v->len);
-        return 0;
-    }
-    put_header(w, v->count, 0x90, 16, 0, 0xdc);
-    if (v->kind == INERT_VALUE_TUPLE) {
-        for (size_t k = 0; k < v->count; k++)
-            if (pack(w, &v->items[k], depth, max_depth)) return -1;
-        return 0;
-    }
-    return pack_sorted(w, v->items, v->count, 1, depth, max_depth);
+    inert_put(w, v->data, v->len);
+    return 0;
 }
 
 static int pack(inert_writer *w, const inert_value *v, unsigned depth, unsigned max_depth) {

@@ -241,6 +241,13 @@ def build(version: int = 1) -> Corpus:
     c.reject("ChecksumBeforeCrossReference", "a file listed twice and a damaged CRC-32: the CRC-32 is checked "
              "before the document's own rules", damaged_crc(metadata_file(_variant(lambda m: m["files"].append(
                  m["files"][0])), version)), "checksum", rule="file.crc32")
+    beyond = metadata_file(_variant(lambda m: m["tensors"][1].update(chunk_sizes=[4])), version)
+    c.reject("EntryRuleBeforeChecksum", "a chunk ending past its tensor's size and a damaged CRC-32: a tensor entry's "
+             "rules run after its last field, before the document's CRC-32", damaged_crc(beyond), "invalid-value",
+             rule="checkpoint-metadata.chunk-inside")
+    c.reject("EntryRuleBeforeLaterCut", "a chunk ending past its tensor's size, then the file cut short: the entry's "
+             "rules run before anything after it is read", beyond.data[:-1], "invalid-value",
+             rule="checkpoint-metadata.chunk-inside")
     bad("PlannerExtUnknown", "planner data holding extension code 42",
         lambda m: m.update(planner_raw=msgpack.packb(msgpack.ExtType(42, b""))), "unknown-tag")
     bad("PlannerNeverUsed", "planner data of the never-used byte 0xc1", lambda m: m.update(planner_raw=b"\xc1"),
@@ -270,12 +277,18 @@ def build(version: int = 1) -> Corpus:
     ):
         data = header(MAGIC, version) + b"\x00\x00" + u32((64 << 20) + 1) if tail is None else head + tail
         c.reject(name, what, data, kind)
+        if kind == "limit":  # the limit itself is no fault: those bytes are missing
+            at_limit = data[:-4] + u32(struct.unpack("<I", data[-4:])[0] - 1)
+            c.reject(name.replace("AboveLimit", "AtLimitBeyondInput"), f"the limit itself ({what}, less one), "
+                     "none present: cut short, not over the limit", at_limit, "truncated", rule="grammar.truncated")
     for i, field in enumerate(("checkpoint_id", "save_id", "load_id")):
         label = field.title().replace("_", "")
         at = header(MAGIC, version) + b"\x00\x01" + b"\x00" * i
         c.reject(f"{label}FlagByte", f"a {field} presence flag 2", at + b"\x02" + bytes(32), "invalid-value")
         c.reject(f"{label}AboveLimit", f"a {field} of 65537 bytes declared", at + b"\x01" + u32(MAX_FQN_LEN + 1) + bytes(32),
                  "limit")
+        c.reject(f"{label}AtLimitBeyondInput", f"a {field} of 65536 bytes declared, 32 present", at + b"\x01"
+                 + u32(MAX_FQN_LEN) + bytes(32), "truncated", rule="grammar.truncated")
         c.reject(f"{label}BadUtf8", f"a {field} that is not UTF-8", at + b"\x01" + text(b"\xc3\x28") + bytes(32),
                  "invalid-value")
     c.reject("DcpVersionBadUtf8", "a dcp_version that is not UTF-8", header(MAGIC, version) + b"\x01" + text(b"\xff") + bytes(32),
@@ -293,6 +306,11 @@ def build(version: int = 1) -> Corpus:
                                                                 "byte_length": 0, "crc": 0}), "truncated")
     c.reject("ModulesCountAboveLimit", "2**22 + 1 module names declared",
              header(MAGIC, version) + b"\x00\x01\x00\x00\x00" + u32((1 << 22) + 1), "limit")
+    c.reject("ModulesCountAtLimitBeyondInput", "2**22 module names declared, none present",
+             header(MAGIC, version) + b"\x00\x01\x00\x00\x00" + u32(1 << 22), "truncated", rule="grammar.truncated")
+    c.reject("TensorFqnAtLimitBeyondInput", "a tensor fqn of 65536 bytes declared, 40 present",
+             header(MAGIC, version) + before_tensors + u32(1) + u32(MAX_FQN_LEN) + bytes(40), "truncated",
+             rule="grammar.truncated")
     entry = utf8("t") + bytes([12, 0, 0, 0, 0, 1]) + u64(4)
     for i, (name, _) in enumerate(COLUMNS):
         label = name.title().replace("_", "")
@@ -300,6 +318,8 @@ def build(version: int = 1) -> Corpus:
         doc = before_tensors + u32(1) + entry + before
         c.reject(f"{label}CountAboveLimit", f"{name} of 2**26 + 1 values declared",
                  header(MAGIC, version) + doc + u32((1 << 26) + 1) + bytes(40), "limit")
+        c.reject(f"{label}CountAtLimitBeyondInput", f"{name} of 2**26 values declared, 40 bytes present",
+                 header(MAGIC, version) + doc + u32(1 << 26) + bytes(40), "truncated", rule="grammar.truncated")
         c.reject(f"{label}CountBeyondInput", f"{name} of 1000 values declared, 40 bytes present",
                  header(MAGIC, version) + doc + u32(1000) + bytes(40), "truncated")
 
@@ -313,7 +333,7 @@ def build(version: int = 1) -> Corpus:
     bad("ChunkOffsetBeyondSize", "a chunk starting past its tensor's last row",
         lambda m: m["tensors"][0]["chunk_offsets"].__setitem__(2, 4), "invalid-value")
     bad("SizeDimensionHuge", "a tensor whose size has a dim of 2**63 (and one of 0), which torch cannot hold",
-        lambda m: m["tensors"][0].update(size=[0, 1 << 63]), "invalid-value")
+        lambda m: m["tensors"][0].update(size=[0, 1 << 63]), "invalid-value", "checkpoint-metadata.size-dimension")
     bad("SizeProductOverflow", "a tensor of 2**32 x 2**32 elements",
         lambda m: m["tensors"][0].update(size=[1 << 32, 1 << 32]), "invalid-value")
     bad("ChunkEndOverflow", "a chunk whose offset plus size passes 2**64",
@@ -354,6 +374,12 @@ def build(version: int = 1) -> Corpus:
     c.reject("ValuesAlikeCut", f"{ALIKE} values of one layout declared, the last cut short",
              header(MAGIC, version) + values_at + u32(ALIKE) + b"".join(_value_entry(v) for v in alike(ALIKE))[:-1], "truncated")
 
+    # A string's length is its UTF-8 bytes: each of these is under its limit in characters.
+    whole = representative() if version == 1 else representative_v2()
+    c.refuse_write("DcpVersionAboveLimit", "a dcp_version of 33 characters in 66 bytes (the limit is 64 bytes)",
+                   {**whole, "dcp_version": "\u00e9" * 33}, "write-value")
+    c.refuse_write("FileNameAboveLimit", "a file name of 128 characters in 256 bytes (the limit is 255 bytes)",
+                   {**whole, "files": [*whole["files"], "\u00e9" * 128]}, "write-value")
     c.refuse_write("UnknownLayout", "layout TILED",
                    {**representative(), "tensors": [{**tensor("t", [1], []), "layout": "TILED",
                                                      "requires_grad": False, "pin_memory": False,

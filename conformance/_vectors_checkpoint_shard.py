@@ -167,15 +167,23 @@ def _tuples(depth: int) -> Any:
     return doc
 
 
+def _json_tuples(depth: int) -> Any:
+    """The canonical JSON of :func:`_tuples`."""
+    doc: Any = {"$tuple": []}
+    for _ in range(depth - 1):
+        doc = {"$tuple": [doc]}
+    return doc
+
+
 def value_level_vectors() -> list[tuple[str, str, bytes, Any, str]]:
     """Tuples counting one level each (with the array of their payload), and the extensions' payloads checked
     in document order, depth first: (name, what, document, accepted JSON or refused kind, rule)."""
     ext, pack = msgpack.ExtType, lambda v: msgpack.packb(v, use_bin_type=True)
     bad_dtype = ext(7, bytes([99, 0]))  # an array of dtype code 99: unknown-tag
     bad_size = ext(9, pack(["x"]))  # a torch.Size holding a str: invalid-value
-    # Tuples nested 64 deep (accepted) are left out while the C writer sizes each extension's payload by
-    # encoding it once more per level (2**depth work: 22 levels take 2 s).
     return [
+        ("ValueTuplesAtDepthLimit", "tuples nested 64 deep, the innermost empty", pack(_tuples(64)),
+         _json_tuples(64), "value.depth"),
         ("ValueTuplesOverDepthLimit", "tuples nested 65 deep", pack(_tuples(65)), "limit", "value.depth"),
         ("ValueTupleInListsAtDepthLimit", "an empty tuple inside lists 63 deep: at depth 64",
          pack(_lists(63, ext(1, pack([])))), _lists(63, {"$tuple": []}), "value.depth"),
@@ -187,6 +195,23 @@ def value_level_vectors() -> list[tuple[str, str, bytes, Any, str]]:
          pack([bad_size, bad_dtype]), "invalid-value", "value.typed-size"),
         ("ValuePayloadsDepthFirst", "[[torch.Size holding a str], array of unknown dtype]: depth first, the nested "
          "payload comes first in the bytes", pack([[bad_size], bad_dtype]), "invalid-value", "value.typed-size"),
+        ("ValueNoLevelLeftEmptyPayload", "a torch.Size of 0 bytes inside lists 63 deep: no level left for its "
+         "document is limit before the empty payload (else truncated)", pack(_lists(63, ext(9, b""))), "limit",
+         "value.depth"),
+        ("ValueNoLevelLeftNeverUsed", "a torch.device holding 0xc1 inside lists 63 deep: limit before the payload's "
+         "own faults", pack(_lists(63, ext(11, b"\xc1"))), "limit", "value.depth"),
+        ("ValueNoLevelLeftNotPair", "a registered object holding an int inside lists 63 deep: limit before its row "
+         "(value.typed-object)", pack(_lists(63, ext(12, pack(1)))), "limit", "value.depth"),
+        ("ValueNoLevelLeftAfterPassOne", "a torch.Size with no level left, then 0xc1 after it: no level left is a "
+         "fault of pass 2, the 0xc1 of pass 1 decides", b"\x92" + pack(_lists(62, ext(9, pack([1])))) + b"\xc1",
+         "invalid-value", "value.never-used"),
+        ("ValueDocumentlessExtensionsDoNotCount", "a torch.dtype, an array, an array scalar, a complex and a "
+         "bytearray inside lists 64 deep: extensions holding no document add no level",
+         pack(_lists(63, [ext(10, bytes([DTYPES["BFLOAT16"][0]])), ext(7, _array(DTYPES["UINT8"][0], [1], b"\x07")),
+                          ext(8, bytes([DTYPES["UINT8"][0], 9])), ext(2, bytes(16)), ext(3, b"\x01"), ext(6, b"")])),
+         _lists(63, [{"$torch.dtype": "BFLOAT16"}, {"$array": {"data": "Bw==", "dtype": "UINT8", "shape": [1]}},
+                     {"$arrayscalar": {"data": "CQ==", "dtype": "UINT8"}}, {"$complex": [0.0, 0.0]},
+                     {"$bytearray": "AQ=="}, {"$bytesio": ""}]), "value.depth"),
         ("ValuePayloadsDepthFirstInTuple", "a tuple holding a torch.Size holding a str, then an array of unknown "
          "dtype: a tuple's payload is searched where it stands", pack([ext(1, pack([bad_size])), bad_dtype]),
          "invalid-value", "value.typed-size"),
@@ -235,6 +260,9 @@ def value_bound_vectors() -> list[tuple[str, str, bytes, Any, str]]:
          b"\xca\x00", "invalid-value", "value.float64"),
         ("ValueSetJsonOrder", "a set of '\\x01' then '!' (byte order): spelled '!' first (canonical JSON text order)",
          pack(ext(4, pack(["\x01", "!"]))), {"$set": ["!", "\x01"]}, "value.key-order"),
+        ("ValueMapKeysAstral", "a map of keys U+E000 and U+10000: code point (and UTF-8 byte) order, which "
+         "UTF-16 order reverses", b"\x82\xa3\xee\x80\x80\x01\xa4\xf0\x90\x80\x80\x02",
+         {"\ue000": 1, "\U00010000": 2}, "value.key-order"),
         ("ValueMapJsonOrder", "a $map of keys '\\x01', '!', b'k' (byte order): pairs spelled by canonical JSON text",
          b"\x83\xa1\x01\x01\xa1!\x02\xc4\x01k\x03", {"$map": [["!", 2], ["\x01", 1], [{"$bytes": "aw=="}, 3]]},
          "value.key-order"),
@@ -328,6 +356,9 @@ def body_vectors(c: Corpus, f: Frame, unknown_kinds: tuple[int, ...] = (0, 3, 0x
              f.wrap(tensor_body(f.start, "UINT8", [1 << 20], bytes(4), nbytes=1 << 20), sealed=False), "truncated")
     c.reject("LengthAboveLimit", "a payload of 2**48 + 1 bytes declared",
              f.wrap(tensor_body(f.start, "UINT8", [(1 << 48) + 1], b"", nbytes=MAX_TENSOR_BYTES + 1), sealed=False), "limit")
+    c.reject("LengthAtLimitBeyondInput", "a payload of 2**48 bytes declared, none present: the limit itself, cut "
+             "short", f.wrap(tensor_body(f.start, "UINT8", [1 << 48], b"", nbytes=MAX_TENSOR_BYTES), sealed=False),
+             "truncated", rule="grammar.truncated")
     c.reject("LengthU64Max", "a payload of 2**64 - 1 bytes declared",
              f.wrap(tensor_body(f.start, "UINT8", [1], b"", nbytes=U64_MAX), sealed=False), "limit")
     c.reject("PaddingNonZero", "a non-zero byte in the padding before the payload",
@@ -338,6 +369,23 @@ def body_vectors(c: Corpus, f: Frame, unknown_kinds: tuple[int, ...] = (0, 3, 0x
     bad = bytearray(rep.data)
     bad[-1] ^= 0x01
     c.reject("ChecksumMismatch", "the stored CRC-32 differs in one bit", bytes(bad), "checksum")
+    # The record's CRC-32 ends it; the rules of the body inside ran after the body's last field, before it.
+    def damaged(body: bytes) -> bytes:
+        data = bytearray(f.wrap(body))
+        data[-1] ^= 0x01
+        return bytes(data)
+
+    for name, what, body, rule in (
+        ("LengthBeforeChecksum", "a float32 [2] holding 4 bytes, and a damaged CRC-32",
+         tensor_body(f.start, "FLOAT32", [2], bytes(4)), "tensor.length"),
+        ("BoolBeforeChecksum", "a bool byte 2, and a damaged CRC-32", tensor_body(f.start, "BOOL", [2], b"\x00\x02"),
+         "tensor.bool-elements"),
+        ("DimensionBeforeChecksum", "a dim of 2**63, and a damaged CRC-32",
+         tensor_body(f.start, "FLOAT32", [1 << 63], b"", nbytes=0), "tensor.dimension"),
+        ("ValueBeforeChecksum", "a value document holding 0xc1, and a damaged CRC-32", value_body(b"\xc1"),
+         "value.never-used"),
+    ):
+        c.reject(name, what, damaged(body), "invalid-value", rule=rule)
     payload_flip = bytearray(rep.data)
     payload_flip[-5] ^= 0x80
     c.reject("PayloadFlipped", "one payload bit flipped after the CRC-32 was taken", bytes(payload_flip), "checksum")
@@ -351,9 +399,11 @@ def body_vectors(c: Corpus, f: Frame, unknown_kinds: tuple[int, ...] = (0, 3, 0x
         ("ValueNil", "None", None),
         ("ValueTrue", "True", True),
         ("ValueInt", "a negative int", -3),
+        ("ValueIntOne", "the int 1: the fixint 01 (JSON 1, no fraction)", 1),
         ("ValueU64Max", "2**64 - 1", U64_MAX),
         ("ValueI64Min", "-2**63", -(1 << 63)),
         ("ValueFloat", "a float64", 0.1),
+        ("ValueFloatWhole", "the float 1.0: a float64, never an int (JSON 1.0 is a float)", 1.0),
         ("ValueStr", "a UTF-8 string", "\u00fc\u20ac"),
         ("ValueBin", "bytes", b"\x00\xff"),
         ("ValueList", "a list", [1, "a", None]),
@@ -411,6 +461,9 @@ def body_vectors(c: Corpus, f: Frame, unknown_kinds: tuple[int, ...] = (0, 3, 0x
     c.reject("ValueLengthBeyondInput", "a 1000-byte document declared, 1 present",
              f.wrap(value_body(b"\x01", length=1000), sealed=False),
              "truncated")
+    c.reject("ValueLengthAtLimitBeyondInput", "a document of 64 MiB declared, 1 byte present: the limit itself, cut "
+             "short", f.wrap(value_body(b"\x01", length=MAX_VALUE_LEN), sealed=False), "truncated",
+             rule="grammar.truncated")
     c.reject("ValueLengthAboveLimit", "a document of 64 MiB + 1 declared",
              f.wrap(value_body(b"\x01", length=MAX_VALUE_LEN + 1), sealed=False),
              "limit")
@@ -620,11 +673,17 @@ def zstd_vectors(c: Corpus) -> None:
     for length in (0, MIN_INFLATED - 1, MAX_INFLATED + 1, U64_MAX):
         c.reject(f"ZstdInflated{length}", f"an inflated length of {length}",
                  record(zstd_body(0, length, frame), None).data, "invalid-value")
+    damaged = bytearray(record(zstd_body(0, MIN_INFLATED - 1, frame), None).data)
+    damaged[-1] ^= 0x01
+    c.reject("ZstdInflatedLengthBeforeChecksum", "an inflated length of 5 and a damaged CRC-32: the body's rule "
+             "runs before the record's CRC-32", bytes(damaged), "invalid-value", rule="checkpoint-shard.inflated-length")
     for codec in (0, 2, 0xFF):
         c.reject(f"ZstdCodec{codec:02X}Unknown", f"compression codec {codec}",
                  record(zstd_body(0, len(INFLATED), frame, codec=codec), None).data, "unknown-tag")
     c.reject("ZstdFrameBeyondInput", "a frame of 1 MiB declared, 10 bytes present",
              zstd_body(0, len(INFLATED), frame[:10], length=1 << 20), "truncated")
+    c.reject("ZstdFrameAtLimitBeyondInput", "a frame of 2**48 bytes declared, none present: the limit itself, cut "
+             "short", zstd_body(0, len(INFLATED), b"", length=MAX_TENSOR_BYTES), "truncated", rule="grammar.truncated")
     c.reject("ZstdFrameAboveLimit", "a frame of 2**48 + 1 bytes declared",
              zstd_body(0, len(INFLATED), b"", length=MAX_TENSOR_BYTES + 1), "limit")
     padded = bytearray(rep.data)
@@ -662,9 +721,10 @@ def shard_file_of(magic: bytes, group: str, item: str, records: list[Piece], ver
 
 
 def file_vectors(c: Corpus, magic: bytes, group: str, item: str, first: Piece, second: Piece,
-                 back_to_back: tuple[Piece, Piece], known: tuple[int, ...] = (1,)) -> None:
+                 back_to_back: tuple[Piece, Piece], broken: bytes, known: tuple[int, ...] = (1,)) -> None:
     """The vectors of a shard file of records (checkpoint-shard, dump-shard): ``first`` a tensor record at
-    offset 64, ``second`` a record after it, ``back_to_back`` a record 64 bytes long and another.
+    offset 64, ``second`` a record after it, ``back_to_back`` a record 64 bytes long and another, ``broken`` a
+    record for offset 64, its CRC-32 right, whose tensor breaks ``tensor.length``.
     The file is of version ``c.version``; ``known`` are the versions the format registers."""
     version = c.version
 
@@ -686,6 +746,12 @@ def file_vectors(c: Corpus, magic: bytes, group: str, item: str, first: Piece, s
              Piece(damaged, {group: [{item: first.value}, {item: {**second.value, "crc32": second.value["crc32"] ^ (1 << 24)}}]}),
              NO_CHECKSUMS)
     c.reject("ChecksumMismatch", "the last record's CRC-32 differs in one bit", damaged, "checksum")
+    pair = shard_file(magic, group, item, [Piece(broken, None), second]).data
+    c.reject("RecordRuleBeforeLaterCut", "a tensor holding fewer bytes than its shape gives, then the file ends inside "
+             "the next record: a record's rules run before anything after it is read", pair[:-1], "invalid-value",
+             rule="tensor.length")
+    c.reject("RecordRuleBeforeLaterChecksum", "a tensor holding fewer bytes than its shape gives, then a record with "
+             "a damaged CRC-32", pair[:-1] + bytes([pair[-1] ^ 1]), "invalid-value", rule="tensor.length")
     other = b"\x89INRTMD\n" if magic != b"\x89INRTMD\n" else b"\x89INRTSH\n"
     one_off = magic[:6] + bytes([magic[6] ^ 0x20]) + magic[7:]
     for name, what, data in (("Pickle", "a pickle", PICKLE), ("TorchZip", "a torch.save zip archive", TORCH_ZIP),
@@ -697,6 +763,8 @@ def file_vectors(c: Corpus, magic: bytes, group: str, item: str, first: Piece, s
         c.reject(f"Version{unknown}", f"format_version {unknown}", header(magic, unknown) + bytes(4), "version")
     c.reject("CountBeyondInput", "1000 records declared, none present", header(magic) + struct.pack("<I", 1000), "truncated")
     c.reject("CountAboveLimit", "2**24 + 1 records declared", header(magic) + struct.pack("<I", (1 << 24) + 1), "limit")
+    c.reject("CountAtLimitBeyondInput", "2**24 records declared, none present: the limit itself, cut short",
+             header(magic) + struct.pack("<I", 1 << 24), "truncated", rule="grammar.truncated")
     padded = bytearray(rep.data)
     padded[20] = 1
     c.reject("PaddingNonZero", "a non-zero byte in the padding before the first record", bytes(padded), "invalid-value")
@@ -727,7 +795,8 @@ def build(version: int = 1) -> Corpus:
     c = Corpus("checkpoint-shard", version)
     # 9 bytes of framing and a 55-byte document: the record fills 64 bytes, the next one needs no padding.
     file_vectors(c, MAGIC, "records", "record", tensor("FLOAT32", [2, 3], bytes(range(24)), start=64),
-                 value({"step": 7}), (value(bytes(53)), value(None)), known=(1, 2))
+                 value({"step": 7}), (value(bytes(53)), value(None)),
+                 record(tensor_body(64, "FLOAT32", [2], bytes(4)), None).data, known=(1, 2))
     c.refuse_write("RecordKindUnknown", "a record of kind SPARSE", {"records": [{"record": {"body": {"kind": "SPARSE"}}}]},
                    "write-value")
     # 10 records declared, 59 bytes left: the padding and one record of an unknown kind fit, 10 records of at

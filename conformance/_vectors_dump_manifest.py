@@ -213,6 +213,10 @@ def build() -> Corpus:
          "truncated"),
     ):
         c.reject(name, what, header(MAGIC) + prefix + u32(declared) + bytes(40), kind)
+        if kind == "limit":  # the limit itself is no fault: those bytes are missing
+            c.reject(name.replace("AboveLimit", "AtLimitBeyondInput"), f"the limit itself ({what}, less one), 40 "
+                     "bytes present: cut short, not over the limit", header(MAGIC) + prefix + u32(declared - 1)
+                     + bytes(40), "truncated", rule="grammar.truncated")
     # Cuts the representative's truncations cannot make: each count's minimum size is present.
     c.reject("DenseLayoutCut", "one field declared, the file ends after its DENSE kind", header(MAGIC) + fields_at + u32(1)
              + text(b"") + bytes([KINDS["DENSE"]]), "truncated")
@@ -252,9 +256,6 @@ def build() -> Corpus:
         ("ShapesWithoutNestedField", "a shape on a row without the nested field",
          lambda m: m["keys"][1].update(fields=[0])),
         ("RowInNoShard", "row 1 in no shard", lambda m: m["shards"].pop()),
-        ("RowInTwoShards", "row 0 in both shards",
-         lambda m: m["shards"][1].update(rows=[1, 0], offsets=[64, 192], lengths=[100, 16])),
-        ("RowTwiceInOneShard", "row 0 twice in one shard", lambda m: m["shards"][0].update(rows=[0, 0])),
         ("RowOutOfRange", "row 3 of 3 keys", lambda m: m["shards"][1].update(rows=[3])),
         ("RowsWithNoKeys", "a shard row when there are no keys", lambda m: m.update(keys=[])),
         ("OffsetsShort", "two rows, one offset", lambda m: m["shards"][0].update(offsets=[64])),
@@ -269,11 +270,20 @@ def build() -> Corpus:
         ("RecordTooShort", "a record of 15 bytes", lambda m: m["shards"][1].update(lengths=[15])),
     ):
         bad(name, what, edit, "invalid-value")
+    # Rules of one kind (invalid-value) the same edit could break: each vector names the one that decides.
+    bad("RowInTwoShards", "row 0 in both shards",
+        lambda m: m["shards"][1].update(rows=[1, 0], offsets=[64, 192], lengths=[100, 16]), "invalid-value",
+        "dump-manifest.row-once")
+    bad("RowTwiceInOneShard", "row 0 twice in one shard, every key counted: the rows of one shard are checked "
+        "against each other", lambda m: m["shards"][0].update(rows=[0, 0]), "invalid-value", "dump-manifest.row-once")
     for label, name in (("Manifest", "MANIFEST"), ("Slash", "a/b"), ("Backslash", "a\\b"), ("DotDot", ".."),
                         ("Dot", "."), ("Empty", ""), ("Hidden", ".x"), ("Space", "a b"), ("Nul", "a\x00")):
         bad(f"FileName{label}", f"the shard file name {name!r}", set_in(lambda m: m["shards"][1], file=name),
             "invalid-value")
 
+    c.refuse_write("FileNameAboveLimit", "a shard file name of 128 characters in 256 bytes (the limit is 255 bytes)",
+                   {**empty, "shards": [{"file": "\u00e9" * 128, "owner": 0, "rows": [], "offsets": [], "lengths": []}]},
+                   "write-value")
     c.refuse_write("UnknownKind", "a field of layout kind SPARSE",
                    {**empty, "fields": [{"name": "x", "layout": {"kind": "SPARSE"}}]}, "write-value")
     c.refuse_write("GlobalIndexNegative", "a global index of -1",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import struct
 
-from ._filelib import Frame, b64, crc
+from ._filelib import Frame, b64, crc, tensor_body
 from ._vectorlib import Corpus, Piece
 from ._vectors_checkpoint_shard import body_vectors, file_vectors
 
@@ -64,6 +64,9 @@ def build_record() -> Corpus:
     c.refuse_write("BoolByte", "a bool field holding the byte 2", {"global_index": 0, "fields": [
         {"name": "m", "body": {"kind": "TENSOR", "dtype": "BOOL", "shape": [1], "data": b64(b"\x02")}}]}, "write-value")
     c.refuse_write("GlobalIndexNegative", "global index -1", {"global_index": -1, "fields": []}, "write-value")
+    c.refuse_write("NameAboveLimit", "a field name of 513 characters in 1026 bytes (the limit is 1024 bytes)",
+                   {"global_index": 0, "fields": [{"name": "\u00e9" * 513, "body": {"kind": "VALUE", "value": 1}}]},
+                   "write-value")
     return c
 
 
@@ -74,7 +77,8 @@ def build() -> Corpus:
     # A row of a 47-byte document: 8 + 4 + 4 + 1 + 1 + 4 + 38 + 4 = 64 bytes, so the next row needs no padding.
     filler = row(1, [_value_field(b"v", b"\xc4\x24" + bytes(36), b64(bytes(36)))])
     assert len(filler.data) == 64
-    file_vectors(c, MAGIC, "rows", "row", first, row(8, [_value_field(b"note", b"\xa2ok", "ok")]), (filler, row(2, [])))
+    file_vectors(c, MAGIC, "rows", "row", first, row(8, [_value_field(b"note", b"\xa2ok", "ok")]), (filler, row(2, [])),
+                 ids.wrap(tensor_body(ids.start, "INT64", [2], bytes(8))))
     # Found by the dump-shard fuzz target (a decode past its time bound on an overloaded machine, not
     # reproduced): a bfloat16 tensor whose padding holds the byte 0xc1, a second row after it.
     found = base64.b64decode(

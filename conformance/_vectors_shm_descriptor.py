@@ -50,6 +50,14 @@ def build_v2() -> Corpus:
         _descriptor(1, 1, 3, 8192, 4096, 100).data,
         "truncated",
     )
+    # The rules run after the descriptor's last field: its checksums are read (or found missing) first.
+    for name, what, piece in (
+        ("IdsAfterChecksums", "worker_id -1, the last 2 bytes of meta_crc32 missing", _descriptor(2, worker_id=-1)),
+        ("InsideAfterChecksums", "a message past the capacity, the last 2 bytes of meta_crc32 missing",
+         _descriptor(2, shm_capacity=4096, offset=97, num_bytes=4000)),
+    ):
+        c.reject(name, f"{what}: truncated, the rules run after the last field", piece.data[:-2], "truncated",
+                 rule="grammar.truncated")
     rep = c.docs["Representative"]["expect"]["accept"]
     without = {k: v for k, v in rep.items() if k != "meta_crc32"}
     c.refuse_write("ChecksumMissing", "a descriptor without meta_crc32", without, "write-type")
@@ -114,6 +122,16 @@ def _build(version: int) -> Corpus:
         "invalid-value",
         {"chunk_size": 16384},
     )
+    # Two rules broken at once: the one declared first decides.
+    for name, what, piece, params, rule in (
+        ("IdsBeforeInside", "worker_id -1 and a message past the capacity",
+         descriptor(worker_id=-1, shm_capacity=4096, offset=97, num_bytes=4000), {}, "shm-descriptor.ids"),
+        ("InsideBeforeCapacity", "a message past the capacity, and a capacity other than chunk_size",
+         descriptor(shm_capacity=4096, offset=97, num_bytes=4000), {"chunk_size": 8192}, "shm-descriptor.inside"),
+        ("IdsBeforeCapacity", "shm_chunk_id -1 and a capacity other than chunk_size", descriptor(shm_chunk_id=-1),
+         {"chunk_size": 8192}, "shm-descriptor.ids"),
+    ):
+        c.reject(name, f"{what}: the rule declared first decides", piece.data, "invalid-value", params, rule=rule)
     c.reject("TrailingByte", f"{size + 1} bytes: one after the descriptor", rep.data + b"\x00", "trailing-bytes")
     refusals: list[tuple[str, str, Any, str]] = [
         ("NotAnObject", "a list where a descriptor belongs", list(rep.value.values()), "write-type"),

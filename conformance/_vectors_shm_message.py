@@ -293,6 +293,8 @@ def build() -> Corpus:
         _completed_head() + b"\x00\x02" + u64(MAX_TEXT_LEN + 1),
         "limit",
     )
+    c.reject("TextLengthAtLimitAlone", "a message length of the limit itself with no bytes after it: cut short",
+             _completed_head() + b"\x00\x02" + u64(MAX_TEXT_LEN), "truncated", rule="grammar.truncated")
     c.reject("TextLengthU64Max", "a message length of 2**64-1", _completed_head() + b"\x00\x02" + u64(U64_MAX), "limit")
     c.reject(
         "TextLengthHighWord",
@@ -359,6 +361,7 @@ def _message_writes(c: Corpus, sched: dict[str, Any], done: dict[str, Any]) -> N
         ("TypeBool", "true as the message type", {**done, "type": True}, "write-type"),
         ("CounterBool", "true as an int64 counter", {**sched, "context_i": True}, "write-type"),
         ("CounterFloat", "1.5 as an int64 counter", {**sched, "context_i": 1.5}, "write-type"),
+        ("CounterWholeFloat", "1.0 as an int64 counter: a float, even whole", {**sched, "context_i": 1.0}, "write-type"),
         ("CounterString", "a string as an int64 counter", {**sched, "context_i": "1"}, "write-type"),
         ("CounterAboveInt64", "2**63 as an int64 counter", {**done, "worker_id": I64_MAX + 1}, "write-value"),
         ("CounterBelowInt64", "-2**63-1 as an int64 counter", {**done, "minibatch_i": I64_MIN - 1}, "write-value"),

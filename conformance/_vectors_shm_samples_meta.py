@@ -261,6 +261,9 @@ def build() -> Corpus:
     c.reject(
         "ListItemsOverLimit", f"a list of {MAX_SAMPLES + 1} items declared", u64(1) + b"\x02" + u64(MAX_SAMPLES + 1), "limit"
     )
+    for label, code, what in (("Items", b"\x01", "tuple"), ("ListItems", b"\x02", "list")):
+        c.reject(f"{label}AtLimitBeyondInput", f"a {what} of {MAX_SAMPLES} items declared, none present: the limit "
+                 "itself, cut short", u64(1) + code + u64(MAX_SAMPLES), "truncated", rule="grammar.truncated")
     c.reject("ItemsBeyondInput", "a tuple of 1000 items declared, none present", u64(1) + b"\x01" + u64(1000), "truncated")
     c.reject("ListItemsBeyondInput", "a list of 1000 items declared, none present", u64(1) + b"\x02" + u64(1000), "truncated")
     bad_first = u64(3) + b"\x07" + bytes(10)

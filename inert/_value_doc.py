@@ -536,17 +536,10 @@ def _prepare(fmt: str, path: str, value: Any, depth: int, max_depth: int) -> Any
         return msgpack.ExtType(EXT_COMPLEX, _COMPLEX.pack(_float(value.real), _float(value.imag)))
     if kind is bytearray:
         return msgpack.ExtType(EXT_BYTEARRAY, bytes(value))
-    if depth >= max_depth:
-        raise WriteValueError(fmt, path, f"nesting exceeds max_depth({max_depth})")
-    sub = depth + 1
-    if kind is list:
-        return [_prepare(fmt, _item_path(path, i), v, sub, max_depth) for i, v in enumerate(value)]
-    if kind is dict:
-        for k in value:
-            _check_key(fmt, f"{path}<key {k!r}>", k, "map key")
-        return {k: _prepare(fmt, _item_path(path, k), value[k], sub, max_depth) for k in sorted(value, key=_key_order)}
     code = _EXT_OF.get(kind)
-    if code is None:
+    if code is None and kind is not list and kind is not dict:
+        # A typed extension: no level of its own; the document of a torch.Size, torch.device or registered
+        # object nests one level below it (value.depth), checked by the containers of that document.
         try:
             typed = encode_typed(value, lambda inner: msgpack.packb(
                 _prepare(fmt, path, inner, depth + 1, max_depth), use_bin_type=True, strict_types=True))
@@ -557,6 +550,15 @@ def _prepare(fmt: str, path: str, value: Any, depth: int, max_depth: int) -> Any
         if typed is None:
             raise WriteTypeError(fmt, path, f"{kind.__module__}.{kind.__qualname__} is not in the value subset of this format")
         return msgpack.ExtType(*typed)
+    if depth >= max_depth:
+        raise WriteValueError(fmt, path, f"nesting exceeds max_depth({max_depth})")
+    sub = depth + 1
+    if kind is list:
+        return [_prepare(fmt, _item_path(path, i), v, sub, max_depth) for i, v in enumerate(value)]
+    if kind is dict:
+        for k in value:
+            _check_key(fmt, f"{path}<key {k!r}>", k, "map key")
+        return {k: _prepare(fmt, _item_path(path, k), value[k], sub, max_depth) for k in sorted(value, key=_key_order)}
     if code == EXT_TUPLE:
         items = [_prepare(fmt, _item_path(path, i), v, sub, max_depth) for i, v in enumerate(value)]
     else:

@@ -204,6 +204,9 @@ VALUE_RULES: tuple[SpecRule, ...] = (
            "bytes, a state of the subset (read against the program's own registry; nothing is imported).",
            "invalid-value", r"^registered object extension: "),
     _value("depth", "Containers nest at most the field's max_depth: a container at the top is at depth 1, each "
-           "array, map, tuple, set or frozenset inside one adds 1 (scalars, complex and bytearray do not count).",
+           "array, map, tuple, set or frozenset inside one adds 1 (a tuple, set or frozenset and the array of its "
+           "payload are one level), and a torch.Size, torch.device or registered object extension (9, 11, 12) "
+           "adds 1 for the document it holds; nothing else counts (nil, booleans, ints, floats, str, bin, complex, "
+           "bytearray, BytesIO, array, array scalar, torch.dtype).",
            "limit", r"^nesting exceeds max_depth"),
 )

@@ -113,16 +113,17 @@ A reader checks a document in two passes and refuses the first fault it finds:
 
 ## Depth
 
-A container at the top of a document is at depth 1; every array, map, tuple, set or frozenset inside
-one adds 1 (a tuple, set or frozenset and the array of its payload are one level); scalars, str, bin,
-complex, bytearray and the typed extensions do not count.  The limit is the field's max_depth (the
+What counts as a level is the rule `value.depth` (below).  The limit is the field's max_depth (the
 format's table); a container that would exceed it is `limit`, checked when its header is read.
 
 The document inside a torch.Size, torch.device or registered object extension (9, 11, 12) is checked
 as a document of its own (pass 1 on its bytes, then its own extensions) whose depth continues from
-the extension's: the extension counts as one level, so with d containers around it (d = 0 at the top)
-its document may nest max_depth - d - 1 levels (a torch.Size in lists 62 deep: its array is at depth
-64, the limit of a 64-deep field).  An extension with no level left for its document is `limit`.
+the extension's: with d containers around the extension (d = 0 at the top), the extension is at
+depth d + 1 and its document may nest max_depth - d - 1 levels (a torch.Size in lists 62 deep: its
+array is at depth 64, the limit of a 64-deep field).  An extension with d >= max_depth - 1 has no
+level left for its document: it is `limit` (`value.depth`), a fault of pass 2 found when its payload's
+turn comes, before any byte of the payload is looked at, so an empty payload (else `truncated`), a
+payload breaking a rule of pass 1 or a document its row refuses are all `limit` there.
 
 ## Canonical JSON of a value
 

@@ -422,3 +422,27 @@ def test_the_c_testee_spells_floats_as_python_does(testee: str) -> None:
             data = body + struct.pack("<I", zlib.crc32(body))
             response = c_reader.ask(Request("decode", "checkpoint-shard.record", 1, data, {}))
             assert response.payload.decode().split('"value":')[1].split("}")[0] == repr(value)
+
+
+def test_the_c_writer_sizes_nested_extensions_once_per_level(testee: str) -> None:
+    """Each extension's header needs its payload's length, counted by walking the payload: once the walk of
+    each level walked its payload again for each level around it (2**depth: 22 levels took 2 s).  Tuples
+    nested 64 deep and registered objects nested 32 deep (each an extension and its [name, state] list), the
+    most a record's value takes, are written within the testee's timeout, as the Python writer writes them."""
+    from inert.codecs import checkpoint_shard
+
+    from inert._canonical import to_json
+    from inert._value_types import ObjectValue
+
+    tuples: object = ()
+    for _ in range(63):
+        tuples = (tuples,)
+    objects: object = None
+    for _ in range(32):
+        objects = ObjectValue("o", objects)
+    with CTestee([testee], timeout=10) as c_writer:
+        for value in (tuples, objects):
+            record = {"body": {"kind": "VALUE", "value": value}, "crc32": 0}
+            response = c_writer.ask(Request("encode", "checkpoint-shard.record", 1, to_json(record).encode(), {}))
+            assert response.result == "accept", response.describe()
+            assert response.payload == checkpoint_shard.encode_record(record, version=1)

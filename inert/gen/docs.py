@@ -298,7 +298,9 @@ Order of the checks, when two rules could both apply:
   in the order listed (where one rule covers several fields or elements: in their order);
   they report the offset of the record's first field.  A `crc32` field is a field: it is
   checked when it is read, so a CRC-32 is checked before the rules of the record it ends
-  (a document's cross references included).
+  (a document's cross references included), and after the rules of every record inside that
+  record (a tensor or compressed body inside a checkpoint-shard record, a dump row's fields):
+  those ran after their own last field, which comes before the CRC-32.
 """
 
 def _rules_section(fmt: Format) -> str:
