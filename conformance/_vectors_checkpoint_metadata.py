@@ -232,6 +232,7 @@ def build(version: int = 1) -> Corpus:
         lambda m: m["values"].__setitem__(0, {**m["values"][0], "fqn": "v" * (MAX_FQN_LEN + 1)}), "limit")
     bad("ModuleAboveLimit", "a module name of 65537 bytes", lambda m: m["storage_meta"].update(modules=["m" * 65537]),
         "limit")
+    ok("NdimAtLimit", "a tensor of 64 dims", lambda m: m["tensors"].append(tensor("deep", [1] * 64, [])))
     bad("NdimAboveLimit", "a tensor of 65 dims", lambda m: m["tensors"][1].update(size=[1] * 65, chunk_offsets=[],
                                                                                   chunk_sizes=[]), "limit")
     bad("PlannerNestedOverLimit", "planner data nested 65 deep", lambda m: m.update(planner_data=[nested]), "limit")

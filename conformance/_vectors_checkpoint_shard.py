@@ -352,6 +352,14 @@ def body_vectors(c: Corpus, f: Frame, unknown_kinds: tuple[int, ...] = (0, 3, 0x
              f.wrap(tensor_body(f.start, "UINT8", [1 << 32, 1 << 32], b"", nbytes=0)), "invalid-value")
     c.reject("ShapeTimesItemsizeOverflow", "2**62 float32 elements: 2**64 bytes",
              f.wrap(tensor_body(f.start, "FLOAT32", [1 << 62], b"", nbytes=0)), "invalid-value")
+    # Two rules of a tensor broken at once: the one listed first decides.
+    c.reject("DimensionBeforeOverflow", "dims 2**63 and 2**63: too large a dim, and a byte count past 64 bits",
+             f.wrap(tensor_body(f.start, "UINT8", [1 << 63, 1 << 63], b"", nbytes=0)), "invalid-value",
+             rule="tensor.dimension")
+    c.reject("OverflowBeforeLength", "2**62 float32 elements and 4 bytes: the byte count overflows, and is not 4",
+             f.wrap(tensor_body(f.start, "FLOAT32", [1 << 62], bytes(4))), "invalid-value", rule="tensor.shape-overflow")
+    c.reject("LengthBeforeBoolElements", "a bool [3] holding 2 bytes, one of them 2", f.wrap(tensor_body(
+             f.start, "BOOL", [3], b"\x01\x02")), "invalid-value", rule="tensor.length")
     c.reject("LengthBeyondInput", "a 1 MiB payload declared, 4 bytes present",
              f.wrap(tensor_body(f.start, "UINT8", [1 << 20], bytes(4), nbytes=1 << 20), sealed=False), "truncated")
     c.reject("LengthAboveLimit", "a payload of 2**48 + 1 bytes declared",
