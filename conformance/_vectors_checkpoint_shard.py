@@ -716,6 +716,17 @@ def build_inflated() -> Corpus:
              record(INFLATED, None).data, "trailing-bytes")
     c.reject("PaddingShort", "the tensor bytes right after the header, not at offset 64",
              tensor_body(0, "UINT8", [60], b"\x01" * 60, pad=b""), "invalid-value")
+    # The limits of a body where the inflated bytes are read: each side of each.
+    c.accept("MaxNdim", "64 dims of 1", Piece(tensor_body(0, "UINT8", [1] * MAX_NDIM, b"\x2a"),
+                                               tensor_value("UINT8", [1] * MAX_NDIM, b"\x2a")))
+    c.reject("NdimAboveLimit", "65 dims", tensor_body(0, "UINT8", [1] * (MAX_NDIM + 1), b"\x2a"), "limit")
+    for length, kind in ((MAX_TENSOR_BYTES, "truncated"), (MAX_TENSOR_BYTES + 1, "limit")):
+        c.reject(f"Length{'AtLimitBeyondInput' if kind == 'truncated' else 'AboveLimit'}",
+                 f"a payload of {length} bytes declared, none present", tensor_body(0, "UINT8", [length], b"",
+                                                                                   nbytes=length), kind)
+    for length, kind in ((MAX_VALUE_LEN, "truncated"), (MAX_VALUE_LEN + 1, "limit")):
+        c.reject(f"ValueLength{'AtLimitBeyondInput' if kind == 'truncated' else 'AboveLimit'}",
+                 f"a document of {length} bytes declared, 1 present", value_body(b"\x01", length=length), kind)
     c.truncations("Tensor", "a tensor's body", tensor_piece)
     return c
 

@@ -270,6 +270,34 @@ def build() -> Corpus:
         ("RecordTooShort", "a record of 15 bytes", lambda m: m["shards"][1].update(lengths=[15])),
     ):
         bad(name, what, edit, "invalid-value")
+    # Two neighbouring rules broken at once: the one listed first decides.
+    def both(*edits: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], Any]:
+        return lambda m: [edit(m) for edit in edits]
+
+    huge_dim = set_in(lambda m: m["fields"][0]["layout"], shape=[1 << 63])
+    for name, what, edit, rule in (
+        ("FieldNameBeforeDimension", "two fields named ids, and a dense dim of 2**63",
+         both(set_in(lambda m: m["fields"][2], name="ids"), huge_dim), "dump-manifest.field-name-unique"),
+        ("DimensionBeforeKey", "a dense dim of 2**63, and two rows keyed a",
+         both(huge_dim, set_in(lambda m: m["keys"][2], key="a")), "dump-manifest.dimension"),
+        ("NestedShapesBeforeFileName", "a nested field without its shape, and the shard file name a/b",
+         both(set_in(lambda m: m["keys"][0], nested_shapes=[]), set_in(lambda m: m["shards"][1], file="a/b")),
+         "dump-manifest.nested-shapes"),
+        ("FileNameBeforeFileUnique", "two shards in the file a/b", both(set_in(lambda m: m["shards"][0], file="a/b"),
+         set_in(lambda m: m["shards"][1], file="a/b")), "dump-manifest.shard-file-name"),
+        ("ColumnsBeforeRowIndex", "two rows and one offset, and row 3 of 3 keys",
+         both(set_in(lambda m: m["shards"][0], offsets=[64]), set_in(lambda m: m["shards"][1], rows=[3])),
+         "dump-manifest.shard-columns"),
+        ("RowIndexBeforeRowOnce", "row 0 twice, and row 3 of 3 keys",
+         both(set_in(lambda m: m["shards"][0], rows=[0, 0]), set_in(lambda m: m["shards"][1], rows=[3])),
+         "dump-manifest.row-index"),
+        ("PlacementBeforeLength", "a record at 128 where it belongs at 64, of 15 bytes",
+         set_in(lambda m: m["shards"][1], offsets=[128], lengths=[15]), "dump-manifest.record-placement"),
+        ("LengthBeforeRowPlaced", "a record of 15 bytes, and a row in no shard",
+         set_in(lambda m: m["shards"][0], rows=[0], offsets=[64], lengths=[15]), "dump-manifest.record-length"),
+    ):
+        bad(name, f"{what}: the rule listed first decides", edit, "invalid-value", rule)
+
     # Rules of one kind (invalid-value) the same edit could break: each vector names the one that decides.
     bad("RowInTwoShards", "row 0 in both shards",
         lambda m: m["shards"][1].update(rows=[1, 0], offsets=[64, 192], lengths=[100, 16]), "invalid-value",

@@ -41,6 +41,8 @@ def build_record() -> Corpus:
     two = row(3, [_value_field(b"a", b"\x01", 1), _value_field(b"\xc3\xbc", b"\xa1x", "x")])
     c.accept("TwoFields", "two value fields, one with a non-ASCII name", two)
     c.reject("FieldCountAboveLimit", "4097 fields declared", struct.pack("<QI", 0, MAX_FIELDS + 1), "limit")
+    c.reject("FieldCountAtLimitBeyondInput", "4096 fields declared, 6 bytes present: the limit itself, cut short",
+             struct.pack("<QI", 0, MAX_FIELDS) + bytes(6), "truncated", rule="grammar.truncated")
     c.reject("FieldCountBeyondInput", "1000 fields declared, 6 bytes present", struct.pack("<QI", 0, 1000) + bytes(6),
              "truncated")
     long_name = b"n" * (MAX_NAME_LEN + 1)

@@ -179,6 +179,14 @@ def build() -> Corpus:
     }
     for name, (what, rng) in bad_ranges.items():
         c.reject(name, what, scheduled(task_range(rng)).data, "invalid-value")
+    for name, what, rng, rule in (
+        ("RangeEpochBeforeOrder", "epoch -1 and end 4 before start 5", sample_range(5, 4, 0, -1),
+         "shm-message.range-non-negative"),
+        ("RangeOrderBeforeSlice", "end 4 before start 5, and a slice ending at 9", sample_range(5, 4, 0, 0, 0, 9),
+         "shm-message.range-order"),
+    ):
+        c.reject(name, f"{what}: the rule listed first decides", scheduled(task_range(rng)).data, "invalid-value",
+                 rule=rule)
     cut = scheduled(task_range(sample_range(-1, 4))).data
     c.reject(
         "RangeRulesAfterFields",

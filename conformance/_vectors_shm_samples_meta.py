@@ -123,6 +123,15 @@ def build() -> Corpus:
         batch([array("|u1", [4], raw_dtype=at_limit.encode())]).data,
         "invalid-value",
     )
+    # The same limits where a sample is read inside a tuple, and in a batch of 8 arrays (each place reads them).
+    at_limit_array = array("|u1", [4], raw_dtype=at_limit.encode())
+    deep = array("<f4", [1] * MAX_NDIM)
+    for where, wrap in (("InTuple", lambda p: batch([group("TUPLE", [p])])), ("InBatchOf8", lambda p: batch([p] * 8))):
+        c.reject(f"DtypeAtLengthLimit{where}", f"a {MAX_DTYPE_LEN}-byte dtype, {where}: read, then refused as "
+                 "unsupported", wrap(at_limit_array).data, "invalid-value", rule="shm-samples-meta.dtype")
+        c.accept(f"NdimAtLimit{where}", f"an array of {MAX_NDIM} dimensions, {where}", wrap(deep))
+        c.reject(f"NdimOverLimit{where}", f"an array of {MAX_NDIM + 1} dimensions, {where}",
+                 wrap(array("<f4", [1] * (MAX_NDIM + 1))).data, "limit")
     c.reject(
         "DtypeOverLengthLimit",
         f"a {MAX_DTYPE_LEN + 1}-byte dtype",
@@ -190,6 +199,15 @@ def build() -> Corpus:
         batch([array("<f8", [1 << 61], nbytes=0)]).data,
         "invalid-value",
     )
+    for name, what, piece, params, rule in (
+        ("DtypeBeforeSpan", "the dtype <q8, which numpy lacks, of shape (2**63,)",
+         array("|u1", [1 << 63], nbytes=0, raw_dtype=b"<q8"), {}, "shm-samples-meta.dtype"),
+        ("NbytesBeforeAligned", "a float32 [1] at offset 2 declaring 8 bytes", array("<f4", [1], offset=2, nbytes=8), {},
+         "shm-samples-meta.nbytes"),
+        ("AlignedBeforeInsideChunk", "a float32 [4] at offset 2 of an 8-byte chunk", array("<f4", [4], offset=2),
+         {"chunk_size": 8}, "shm-samples-meta.offset-aligned"),
+    ):
+        c.reject(name, f"{what}: the rule listed first decides", batch([piece]).data, "invalid-value", params, rule=rule)
     for label, shape, what in (
         ("EmptySpanOverLimit", [0, 1 << 63], "shape (0, 2**63): empty, but a dimension numpy cannot hold"),
         ("EmptySpanHugeDimension", [0, U64_MAX], "shape (0, 2**64-1): empty, but a dimension numpy cannot hold"),
