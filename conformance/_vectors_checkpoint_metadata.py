@@ -352,6 +352,26 @@ def build(version: int = 1) -> Corpus:
                         ("Nul", "a\x00"), ("Newline", "a\n")):
         bad(f"FileName{label}", f"the file name {name!r}", lambda m, n=name: m["files"].append(n), "invalid-value")
     ok("FileNameDotsInside", "a file name with dots and dashes inside", lambda m: m["files"].append("a..b-c_d.e"))
+    # Two neighbouring rules broken at once: the one listed first decides.
+    def both(*edits: Any) -> Any:
+        return lambda m: [edit(m) for edit in edits]
+
+    for name, what, edit, rule in (
+        ("SizeDimensionBeforeColumns", "a dim of 2**63, and one chunk byte offset short",
+         lambda m: m["tensors"][0].update(size=[4, 1 << 63], chunk_byte_offsets=m["tensors"][0]["chunk_byte_offsets"][:-1]),
+         "checkpoint-metadata.size-dimension"),
+        ("ColumnsBeforeSizeOverflow", "one chunk size short, and 2**32 x 2**32 elements",
+         lambda m: m["tensors"][0].update(size=[1 << 32, 1 << 32], chunk_sizes=m["tensors"][0]["chunk_sizes"][:-1]),
+         "checkpoint-metadata.chunk-columns"),
+        ("FileNameBeforeFileUnique", "the file name a/b listed twice", lambda m: m["files"].extend(["a/b", "a/b"]),
+         "checkpoint-metadata.file-name"),
+        ("FileUniqueBeforeFqnUnique", "a file listed twice, and two tensors of one fqn",
+         both(lambda m: m["files"].append(m["files"][0]), lambda m: m["tensors"][1].update(fqn="model.weight")),
+         "checkpoint-metadata.file-unique"),
+        ("FqnUniqueBeforeFileIndex", "a value of a tensor's fqn, in file 2 of 2",
+         lambda m: m["values"][0].update(fqn="model.bias", file=2), "checkpoint-metadata.fqn-unique"),
+    ):
+        bad(name, f"{what}: the rule listed first decides", edit, "invalid-value", rule)
     bad("FileNameTwice", "one data file listed twice", lambda m: m["files"].append("__0_0.distcp"), "invalid-value",
         "checkpoint-metadata.file-unique")
     ok("FqnEmpty", "a value whose fqn is the empty string (a state dict key like any other)",
@@ -448,6 +468,8 @@ def build_v2() -> Corpus:
         "invalid-value", "checkpoint-metadata.strides-ndim")
     bad("StridesRecordedNone", "strides recorded for a 1-d tensor, none given", strides_of(1, [], recorded=1),
         "invalid-value", "checkpoint-metadata.strides-ndim")
+    bad("StridesNdimBeforeRange", "one stride of 2**63 for a 2-d tensor: the rule listed first decides",
+        strides_of(0, [1 << 63]), "invalid-value", "checkpoint-metadata.strides-ndim")
     bad("StrideHuge", "a stride of 2**63, which torch cannot hold", strides_of(0, [3, 1 << 63]), "invalid-value",
         "checkpoint-metadata.stride-range")
     bad("StrideMax", "a stride of 2**64 - 1 (a negative stride read unsigned)", strides_of(1, [(1 << 64) - 1]),
