@@ -368,8 +368,9 @@ def build(version: int = 1) -> Corpus:
         ("FileUniqueBeforeFqnUnique", "a file listed twice, and two tensors of one fqn",
          both(lambda m: m["files"].append(m["files"][0]), lambda m: m["tensors"][1].update(fqn="model.weight")),
          "checkpoint-metadata.file-unique"),
-        ("FqnUniqueBeforeFileIndex", "a value of a tensor's fqn, in file 2 of 2",
-         lambda m: m["values"][0].update(fqn="model.bias", file=2), "checkpoint-metadata.fqn-unique"),
+        ("FqnUniqueBeforeFileIndex", "a value of a tensor's fqn, and a chunk in file 2 of 2",
+         both(lambda m: m["values"][0].update(fqn="model.bias"), lambda m: m["tensors"][1].update(chunk_files=[2])),
+         "checkpoint-metadata.fqn-unique"),
     ):
         bad(name, f"{what}: the rule listed first decides", edit, "invalid-value", rule)
     bad("FileNameTwice", "one data file listed twice", lambda m: m["files"].append("__0_0.distcp"), "invalid-value",

@@ -224,6 +224,12 @@ def build() -> Corpus:
              header(MAGIC) + key_columns_at + u32(0) + u32(2) + shape([7]), "truncated")
     bad("DenseNdimAboveLimit", "a dense field of 65 dims", lambda m: m["fields"][0]["layout"].update(shape=[1] * 65),
         "limit")
+    def deep_nested(m: dict[str, Any]) -> None:
+        m["fields"][1]["layout"].update(ndim=64)
+        for key in m["keys"]:
+            key["nested_shapes"] = [[*shape, *[1] * 63] for shape in key["nested_shapes"]]
+
+    ok("NestedShapeNdimAtLimit", "a nested field of 64 dims, each row's shape of 64 dims", deep_nested)
     bad("NestedShapeNdimAboveLimit", "a nested shape of 65 dims",
         lambda m: m["keys"][0].update(nested_shapes=[[1] * 65]), "limit")
 
