@@ -1,6 +1,6 @@
 """One-point deviations of the generated Python reader, and which of them the conformance corpus misses.
 
-``python tools/mutants/run.py [--format NAME ...] [--limit N] [--timeout S]`` (from a checkout; see README.md).
+``python tools/mutants/run.py [--format NAME ...] [--limit N] [--timeout S] [--match TEXT]`` (from a checkout; see README.md).
 
 Each mutant is a copy of one generated codec module (``codecs/<format>.py``) with one deviation, served
 by the same request loop as the ``inert-generated`` testee and run against that format's vectors (rule
@@ -123,7 +123,7 @@ def _format_of(path: Path) -> str:
     return match.group(1)
 
 
-def run(formats: list[str] | None, limit: int | None, timeout: float) -> int:
+def run(formats: list[str] | None, limit: int | None, timeout: float, match: str | None = None) -> int:
     sys.path.insert(0, str(ROOT))
     from inert.conformance._runner import run as run_corpus
 
@@ -138,6 +138,8 @@ def run(formats: list[str] | None, limit: int | None, timeout: float) -> int:
             for k, mutant in enumerate(mutants(path)):
                 if limit is not None and k >= limit:
                     break
+                if match is not None and match not in mutant.name:
+                    continue
                 mutated = Path(tmp) / path.name
                 mutated.write_text(mutant.source, encoding="utf-8")
                 report = run_corpus([sys.executable, str(TESTEE), path.stem, str(mutated)], [fmt], timeout=timeout)
@@ -159,8 +161,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--format", action="append", dest="formats", metavar="NAME", help="only this format (repeatable)")
     parser.add_argument("--limit", type=int, help="at most this many mutants per format")
     parser.add_argument("--timeout", type=float, default=20.0, help="seconds per response (default 20)")
+    parser.add_argument("--match", help="only the mutants whose name contains this text")
     args = parser.parse_args(argv)
-    return run(args.formats, args.limit, args.timeout)
+    return run(args.formats, args.limit, args.timeout, args.match)
 
 
 if __name__ == "__main__":
