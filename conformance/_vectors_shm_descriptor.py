@@ -124,11 +124,11 @@ def _build(version: int) -> Corpus:
     )
     # Two rules broken at once: the one declared first decides.
     for name, what, piece, params, rule in (
-        ("IdsBeforeInside", "worker_id -1 and a message past the capacity",
-         descriptor(worker_id=-1, shm_capacity=4096, offset=97, num_bytes=4000), {}, "shm-descriptor.ids"),
+        ("IdsBeforeInside", "shm_chunk_id -1 and a message past the capacity",
+         descriptor(shm_chunk_id=-1, shm_capacity=4096, offset=97, num_bytes=4000), {}, "shm-descriptor.ids"),
         ("InsideBeforeCapacity", "a message past the capacity, and a capacity other than chunk_size",
          descriptor(shm_capacity=4096, offset=97, num_bytes=4000), {"chunk_size": 8192}, "shm-descriptor.inside"),
-        ("IdsBeforeCapacity", "shm_chunk_id -1 and a capacity other than chunk_size", descriptor(shm_chunk_id=-1),
+        ("IdsBeforeCapacity", "worker_id -1 and a capacity other than chunk_size", descriptor(worker_id=-1),
          {"chunk_size": 8192}, "shm-descriptor.ids"),
     ):
         c.reject(name, f"{what}: the rule declared first decides", piece.data, "invalid-value", params, rule=rule)
