@@ -307,6 +307,9 @@ def build(version: int = 1) -> Corpus:
                                                                 "byte_length": 0, "crc": 0}), "truncated")
     c.reject("ModulesCountAboveLimit", "2**22 + 1 module names declared",
              header(MAGIC, version) + b"\x00\x01\x00\x00\x00" + u32((1 << 22) + 1), "limit")
+    c.reject("ModuleAtLimitBeyondInput", "a module name of 65536 bytes declared, 40 present",
+             header(MAGIC, version) + b"\x00\x01\x00\x00\x00" + u32(1) + u32(MAX_FQN_LEN) + bytes(40), "truncated",
+             rule="grammar.truncated")
     c.reject("ModulesCountAtLimitBeyondInput", "2**22 module names declared, none present",
              header(MAGIC, version) + b"\x00\x01\x00\x00\x00" + u32(1 << 22), "truncated", rule="grammar.truncated")
     c.reject("TensorFqnAtLimitBeyondInput", "a tensor fqn of 65536 bytes declared, 40 present",
