@@ -22,7 +22,6 @@ entries.  Crossing a bound is a ``StorageError`` naming the URL and the bound.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
@@ -186,6 +185,8 @@ def _is_s3(fs: Any) -> bool:
 def _timed(what: str, fs: Any, path: str, timeout: float, variable: str,
            call: Callable[..., Awaitable[_T]], *args: Any, **kwargs: Any) -> _T:
     """``await call(...)`` on ``fs``'s event loop, cancelled there after ``timeout`` seconds (a ``StorageError``)."""
+    import asyncio  # here: local commands never pay for it
+
     from fsspec.asyn import sync
 
     async def bounded() -> _T:

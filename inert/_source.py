@@ -61,8 +61,13 @@ class Source:
         """Bytes ``start`` to ``end`` of ``name`` (fewer when it ends first)."""
         raise NotImplementedError
 
-    def read_whole(self, name: str, limit: int) -> memoryview:
+    def read_whole(self, name: str, limit: int, format: str | None = None) -> memoryview:
+        """The whole file ``name``, at most ``limit`` bytes (errors name ``format``, by default the source's)."""
         raise NotImplementedError
+
+    def file_size(self, name: str) -> int:
+        """The size of the data file ``name``, which must be a regular file (or object) of the directory."""
+        return self.size(name)
 
     def where(self, name: str) -> str:
         """``name`` inside the source, for messages."""
@@ -119,7 +124,7 @@ class DirectorySource(Source):
             return fd
 
     def read_into(self, name: str, offset: int, dest: memoryview, crc: int | None = None) -> int | None:
-        from inert.torch._payload import read_into
+        from inert._payload import read_into
 
         if self.format == "checkpoint-shard":  # (read_into names checkpoint-shard)
             return read_into(self.fd(name), offset, dest, crc, name)
@@ -131,12 +136,15 @@ class DirectorySource(Source):
     def read(self, name: str, start: int, end: int) -> bytes:
         return os.pread(self.fd(name), max(0, end - start), start)
 
-    def read_whole(self, name: str, limit: int) -> memoryview:
-        fd = open_in(self.location, name, self.format)
+    def read_whole(self, name: str, limit: int, format: str | None = None) -> memoryview:
+        fd = open_in(self.location, name, format or self.format)
         try:
-            return read_private(fd, limit, self.format, name)
+            return read_private(fd, limit, format or self.format, name)
         finally:
             os.close(fd)
+
+    def file_size(self, name: str) -> int:
+        return os.fstat(self.fd(name)).st_size  # opened: a link or a FIFO is refused by name
 
     def where(self, name: str) -> str:
         return os.path.join(self.location, name)
@@ -192,12 +200,12 @@ class ObjectSource(Source):
                 crc = _crc(dest[lo:hi], crc)
         return crc
 
-    def read_whole(self, name: str, limit: int) -> memoryview:
+    def read_whole(self, name: str, limit: int, format: str | None = None) -> memoryview:
         from inert._errors import LimitError
 
         data = self.read(name, 0, limit + 1)  # one request; a byte over the limit is refused
         if len(data) > limit:
-            raise LimitError(self.format, 0, name, f"object of more than {limit} bytes exceeds max_size({limit})")
+            raise LimitError(format or self.format, 0, name, f"object of more than {limit} bytes exceeds max_size({limit})")
         return memoryview(data)
 
     def where(self, name: str) -> str:
@@ -216,7 +224,7 @@ class ObjectSource(Source):
 
 
 def _crc(view: memoryview, crc: int) -> int:
-    from inert.torch._payload import crc32
+    from inert._payload import crc32
 
     return crc32(view, crc)
 

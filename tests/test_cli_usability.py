@@ -51,7 +51,6 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize(("argv", "command"), [
-    (["verify", "ckpt"], "verify"),
     (["migrate", "w.safetensors", "out"], "migrate"),
     (["migrate", "w.pt", "out", "--trust-source"], "migrate"),
 ])
@@ -67,6 +66,11 @@ def test_inspect_needs_no_torch(files: Path) -> None:
     result = without_torch("from inert.cli.main import main\nsys.exit(main(['inspect', 'ckpt']))", files)
     assert result.returncode == 0, result.stderr
     assert "model.weight  float32  (2, 3)" in result.stdout
+
+
+def test_verify_of_a_checkpoint_needs_no_torch_nor_numpy(files: Path) -> None:
+    result = without_torch("from inert.cli.main import main\nsys.exit(main(['verify', 'ckpt']))", files)
+    assert result.returncode == 0 and result.stdout.startswith("inert: verify: OK: 2 files, 3 records"), result.stderr
 
 
 @pytest.mark.parametrize(("module", "line"), [

@@ -134,7 +134,7 @@ def test_a_gap_between_chunks_is_refused(tmp_path: Path) -> None:
 def test_a_grid_too_fine_to_check_is_a_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     save({"p0": torch.ones(2, 8), "p1": torch.ones(2, 8)}, tmp_path)
     merge(tmp_path, ["p0", "p1"], "w", [[0, 0], [2, 0]], [4, 8])
-    monkeypatch.setattr("inert.torch._tensors.MAX_TILING_CELLS", 1)
+    monkeypatch.setattr("inert._records.MAX_TILING_CELLS", 1)
     with pytest.raises(LimitError, match=r"draw 2 cells, exceeds max_cells\(1\)"):
         load_tensors(tmp_path)
     assert MAX_TILING_CELLS >= 1 << 20

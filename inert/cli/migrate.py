@@ -298,7 +298,7 @@ def _check_metadata(src: str, metadata: Any) -> tuple[int, int, int]:
         TensorStorageMetadata,
     )
 
-    from inert.torch._tensors import check_tiling
+    from inert._records import check_tiling
 
     global _TORCH_SIZE
     _TORCH_SIZE = torch.Size

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from inert._checks import checkpoint_itemsize
+from inert._payload import crc32
 from inert.codecs import dump_shard as shard_codec
-from inert.torch._payload import crc32
 
 __all__ = ["Frame", "frame_for", "GLOBAL_INDEX_SIZE", "CRC_SIZE", "MAX_FRAMED_PAYLOAD"]
 

@@ -34,10 +34,8 @@ import copy
 import functools
 import io
 import math
-import mmap
 import os
 import struct
-import sys
 import threading
 import uuid
 from collections import defaultdict, deque
@@ -55,15 +53,24 @@ from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, LoadPla
 from torch.distributed.checkpoint.storage import StorageReader
 from torch.futures import Future
 
-from inert._checks import MAX_INFLATED
+from inert import _records
 from inert._codec_runtime import read_file_header
-from inert._errors import ChecksumError, ForeignFormatError, InertError, InvalidValueError, LimitError, TruncatedError
+from inert._errors import ChecksumError, ForeignFormatError, InertError, InvalidValueError
 from inert._files import open_in, read_fd
+from inert._records import (
+    HEAD_MAX,
+    LENGTH_CHECKED,
+    NAMED_DAMAGE_MAX,
+    SCRATCH,
+    HeaderBuffers,
+    ShapeMismatchError,
+    check_placement,
+    tensor_header,
+)
 from inert._zstd import Inflation
 from inert.codecs import checkpoint_metadata as metadata_codec
 from inert.codecs import checkpoint_shard as shard
-from inert.codecs._tables import CHECKPOINT_ALIGN as ALIGN
-from inert.codecs._tables import CHECKPOINT_MAX_VALUE_LEN as MAX_VALUE_LEN
+from inert.codecs._tables import CHECKPOINT_MAX_VALUE_LEN as MAX_VALUE_LEN  # noqa: F401 - named by tests
 from inert.codecs._tables import CHECKPOINT_METADATA_NAME as METADATA_NAME
 
 from ._compat import dtype_name, torch_dtype, validate_checkpoint_id
@@ -72,7 +79,6 @@ from ._options import checked_extension_registry
 from ._payload import BLOCK, byte_view, crc32, crc32_combine, read_into
 from ._threads import SharedTasks, Task
 from ._values import from_document
-from ._writer import tensor_header
 
 try:
     from torch.distributed.checkpoint.metadata import StorageMeta
@@ -99,17 +105,10 @@ class MissingMetadataError(InertError, FileNotFoundError):
 
 #: Records up to this size are read whole; a larger tensor record goes straight into its destination.
 _DIRECT_MIN = 1 << 16
-#: Longest tensor record header: kind, dtype, rank, 64 dims, length, padding to 64 bytes.
-_HEAD_MAX = 576
-#: The longest value record: its kind, the document's length, the document (at most ``MAX_VALUE_LEN``), the CRC-32.
-_VALUE_RECORD_MAX = 1 + 4 + MAX_VALUE_LEN + 4
-#: Records the metadata declares longer than this are checked against what their kind can hold before reading.
-_LENGTH_CHECKED = 1 << 20
-#: A record whose header is refused is read whole for its CRC-32 (damage is named as such) up to this length.
-_NAMED_DAMAGE_MAX = 64 << 20
+# Shared with inert verify (inert._records): the names this module and its tests have used.
+_HEAD_MAX, _LENGTH_CHECKED, _NAMED_DAMAGE_MAX, _SCRATCH, _HeaderBuffers = (
+    HEAD_MAX, LENGTH_CHECKED, NAMED_DAMAGE_MAX, SCRATCH, HeaderBuffers)
 _CRC = struct.Struct("<I")
-#: Linux's MAP_NORESERVE (the mmap module does not name it).
-_NORESERVE = 0x4000 if sys.platform.startswith("linux") else 0
 #: Fewer bytes than this are read on the calling thread alone: their records cost Python work, which
 #: holds the GIL, more than copying, and a second thread would only take turns with the first.
 _THREADED_MIN = 1 << 20
@@ -124,8 +123,6 @@ _TAIL_PART = 1 << 20
 _SPREAD = object()
 #: In place of a buffer: copy from this tensor, but its buffer comes back with a later read item of the record.
 _SHARED_BUFFER = object()
-#: The longest a VALUE body may inflate to: its kind, its document's length and the document.
-_VALUE_INFLATED_MAX = 5 + MAX_VALUE_LEN
 #: Where a read item's tensor goes: ``LoadPlanner.resolve_tensor`` or ``load_tensors``' own lookup.
 Resolve = Callable[[ReadItem], torch.Tensor]
 #: What loading a record gives, per read item: the item, the value or tensor, and a buffer to give back (or None).
@@ -153,13 +150,7 @@ def _file_crc(fd: int, info: InertStorageInfo, name: str) -> int:
 
 
 def _check_crc(crc: int, stored: int, name: str, item: ReadItem, info: InertStorageInfo) -> None:
-    if crc != stored:
-        raise ChecksumError("checkpoint-shard", info.offset + info.length - 4, f"{name}:{item.storage_index.fqn}.crc32",
-                            f"stored CRC-32 {stored:#010x}, bytes give {crc:#010x}")
-
-
-class ShapeMismatchError(InvalidValueError):
-    """A record's dtype or shape differs from what the read plan expects."""
+    _records.check_crc(crc, stored, name, item.storage_index.fqn, info.offset, info.length)
 
 
 def _narrow(tensor: torch.Tensor, offsets: Any, lengths: Any) -> torch.Tensor:
@@ -263,47 +254,6 @@ def _batches(work: list[tuple[str, Placed]]) -> Iterator[list[tuple[str, Placed]
             batch, size = [], 0
     if batch:
         yield batch
-
-
-class _HeaderBuffers:
-    """Per thread, an anonymous mapping as long as the longest record seen, for decoding headers.
-
-    The codec decodes a record whole; a large tensor record's header is read into the start of
-    this buffer and decoded from a view of the record's length.  Only the first page is ever
-    written, so the rest costs address space, not memory; what lies past the header is never
-    read as payload (the payload goes straight into its destination, and a bool record, whose
-    bytes the codec checks one by one, takes the whole-record path).  One instance serves every
-    reader: a thread reads one record at a time, and the reading threads outlive reads.
-    """
-
-    def __init__(self, keep: int) -> None:
-        self._local = threading.local()
-        self._keep = keep
-
-    def view(self, length: int) -> memoryview | None:
-        """``length`` bytes of this thread's buffer (None: no address space for them)."""
-        buffer = getattr(self._local, "buffer", None)
-        if buffer is None or len(buffer) < length:
-            size = max(length, 2 * len(buffer) if buffer is not None else length)
-            try:  # no swap reserved for pages never written: a 100 GiB tensor's header costs one page
-                buffer = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _NORESERVE)
-            except OSError:
-                return None
-            if size <= self._keep:  # a larger one is unmapped after its record: it would hold address space
-                self._local.buffer = buffer
-        return memoryview(buffer)[:length]
-
-
-_SCRATCH = _HeaderBuffers(keep=1 << 30)
-_BLOCKS = threading.local()
-
-
-def _block() -> memoryview:
-    """This thread's ``BLOCK``-long buffer, for payloads checked and dropped a block at a time."""
-    block = getattr(_BLOCKS, "block", None)
-    if block is None:
-        block = _BLOCKS.block = memoryview(bytearray(BLOCK))
-    return block
 
 
 class FileSystemReader(StorageReader):
@@ -467,17 +417,7 @@ class FileSystemReader(StorageReader):
 
     def _check_placement(self, per_file: dict[str, list[InertStorageInfo]]) -> None:
         """Records lie inside their files and do not overlap (each record listed once)."""
-        for name, infos in per_file.items():
-            size = self._file_size(name)
-            end = 0
-            for info in sorted(infos, key=lambda i: i.offset):
-                if info.offset < end:
-                    reason = f"record at {info.offset} overlaps the one ending at {end}"
-                    raise InvalidValueError("checkpoint-shard", info.offset, name, reason)
-                end = info.offset + info.length
-                if end > size:
-                    reason = f"record of {info.length} bytes at {info.offset} ends beyond the {size}-byte file"
-                    raise TruncatedError("checkpoint-shard", info.offset, name, reason)
+        check_placement(per_file, self._file_size)
 
     def prepare_local_plan(self, plan: LoadPlan) -> LoadPlan:
         return plan
@@ -568,17 +508,11 @@ class FileSystemReader(StorageReader):
         that a small one says what is wrong with its bytes.)"""
         if info.length <= _LENGTH_CHECKED:
             return
-        if item.type == LoadItemType.BYTE_IO:
-            longest, what = _VALUE_RECORD_MAX, f"a value record holds at most {MAX_VALUE_LEN} bytes of document"
-        else:
+        tensor = None
+        if item.type != LoadItemType.BYTE_IO:
             dtype, shape = self._expected(item, info)
-            nbytes = math.prod(shape) * dtype.itemsize
-            # A compressed (ZSTD) record of incompressible bytes: 3 bytes a 128 KiB block and a frame header more.
-            longest = _HEAD_MAX + nbytes + nbytes // 1024 + 4096
-            what = f"its {shape} {dtype} chunk takes {nbytes} bytes, a header and a compressed frame's overhead"
-        if info.length > longest:
-            raise LimitError("checkpoint-metadata", -1, f"storage_data[{item.storage_index.fqn}].length",
-                             f"record of {info.length} bytes exceeds max_len({longest}): {what}")
+            tensor = (dtype_name(dtype, item.storage_index.fqn), shape, math.prod(shape) * dtype.itemsize)
+        _records.check_length(item.storage_index.fqn, info.length, tensor)
 
     def check_headers(self, per_file: dict[str, list[Placed]]) -> None:
         """Each record's header is what the metadata says (``check_header``), before anything is allocated for it."""
@@ -719,20 +653,15 @@ class FileSystemReader(StorageReader):
         (damage is named as such, not by the field it hit), by the fastest implementation at hand."""
         if verify and len(view) >= 4:
             _check_crc(crc32(view[:-4]), _CRC.unpack_from(view, len(view) - 4)[0], name, item, info)
-        try:
-            return shard.decode_record(view, version=self._file_versions[name], verify_checksums=False)
-        except InertError as exc:
-            raise exc._replace(offset=info.offset + exc.offset, field=f"{name}:{item.storage_index.fqn}.{exc.field}") from None
+        return _records.decode_record(view, self._file_versions[name], name, item.storage_index.fqn, info.offset)
 
     def _inflation(self, body: dict[str, Any], name: str, item: ReadItem, info: InertStorageInfo) -> Inflation:
         """A ZSTD body's frame ready to inflate, once its declared length is what the read plan's record can hold."""
-        field = f"{name}:{item.storage_index.fqn}.body"
-        if item.type == LoadItemType.BYTE_IO:
-            return Inflation(body, info.offset, field, limit=_VALUE_INFLATED_MAX, value=True)
-        dtype, shape = self._expected(item, info)
-        nbytes = math.prod(shape) * dtype.itemsize
-        header = 3 + 8 * len(shape) + 8
-        return Inflation(body, info.offset, field, expected=header + -header % ALIGN + nbytes, limit=MAX_INFLATED)
+        tensor = None
+        if item.type != LoadItemType.BYTE_IO:
+            dtype, shape = self._expected(item, info)
+            tensor = (shape, math.prod(shape) * dtype.itemsize)
+        return _records.inflation(body, name, item.storage_index.fqn, info.offset, tensor)
 
     def _inflate_direct(self, body: dict[str, Any], name: str, items: list[ReadItem], info: InertStorageInfo,
                         resolve: Resolve | None) -> list[Loaded] | None:
@@ -762,19 +691,11 @@ class FileSystemReader(StorageReader):
 
     def _decode_inflated(self, view: memoryview, name: str, item: ReadItem, info: InertStorageInfo) -> Any:
         """What a ZSTD body inflated to, decoded as the version 1 body it must be (offsets: into those bytes)."""
-        try:
-            return shard.decode_inflated(view, verify_checksums=False)
-        except InertError as exc:
-            field = f"{name}:{item.storage_index.fqn}.inflated.{exc.field}"
-            reason = f"at {exc.offset} of the inflated bytes: {exc.reason}"
-            raise exc._replace(offset=info.offset, field=field, reason=reason) from None
+        return _records.decode_inflated(view, name, item.storage_index.fqn, info.offset)
 
     @staticmethod
     def _check_kind(body: dict[str, Any], kind: Any, item: ReadItem, info: InertStorageInfo) -> None:
-        if body["kind"] != kind:
-            found, wanted = ("tensor", "value") if kind == shard.RecordKind.VALUE else ("value", "tensor")
-            reason = f"a {found} record where the metadata has a {wanted}"
-            raise InvalidValueError("checkpoint-shard", info.offset, item.storage_index.fqn, reason)
+        _records.check_kind(body, kind, item.storage_index.fqn, info.offset)
 
     def _check_tensor(self, body: dict[str, Any], item: ReadItem, info: InertStorageInfo,
                       expected_from: tuple[Any, tuple[int, ...]] | None = None) -> tuple[Any, tuple[int, ...]]:

@@ -22,12 +22,12 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import torch
-from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, MetadataIndex, TensorStorageMetadata
+from torch.distributed.checkpoint.metadata import MetadataIndex, TensorStorageMetadata
 from torch.distributed.checkpoint.planner import LoadItemType, ReadItem
 
-from inert._errors import InvalidValueError, LimitError, TruncatedError
+from inert._errors import LimitError, TruncatedError
+from inert._records import MAX_TILING_CELLS, check_tiling
 from inert._source import open_source
 from inert._zstd import MAX_RATIO as ZSTD_MAX_RATIO
 from inert.codecs import checkpoint_metadata as metadata_codec
@@ -37,8 +37,6 @@ from ._reader import FileSystemReader, ShapeMismatchError, _Buffers, _narrow
 
 __all__ = ["load_tensors", "check_tiling", "MAX_TILING_CELLS"]
 
-#: Most cells of the grid that a tensor's chunk boundaries draw (one byte each while tiling is checked).
-MAX_TILING_CELLS = 1 << 24
 
 
 def load_tensors(
@@ -127,37 +125,6 @@ def _read_items(fqn: str, md: TensorStorageMetadata, storage: dict[Any, InertSto
         items.append(ReadItem(type=LoadItemType.TENSOR, dest_index=key, dest_offsets=chunk.offsets, storage_index=key,
                               storage_offsets=whole, lengths=chunk.sizes))
     return items
-
-
-def check_tiling(fqn: str, size: torch.Size, chunks: list[ChunkStorageMetadata]) -> None:
-    """The chunks cover the tensor and none overlaps another (the metadata codec has put each inside it).
-
-    As many elements as the tensor, and no two chunks sharing a cell of the grid their
-    boundaries draw: then they cover it exactly.  The grid costs a byte a cell, bounded
-    by ``MAX_TILING_CELLS``; chunks laid out as a grid (any DCP sharding) make one cell each.
-    """
-    numel = math.prod(size)
-    held = sum(math.prod(chunk.sizes) for chunk in chunks)
-    if held != numel:
-        raise InvalidValueError("checkpoint-metadata", -1, f"{fqn}.chunks",
-                                f"{len(chunks)} chunks hold {held} elements, the tensor has {numel}")
-    if len(chunks) < 2 or numel == 0:  # one chunk inside the tensor with all its elements is the tensor
-        return
-    cuts = [sorted({0, end, *(c.offsets[d] for c in chunks), *(c.offsets[d] + c.sizes[d] for c in chunks)})
-            for d, end in enumerate(size)]
-    cells = math.prod(len(c) - 1 for c in cuts)
-    if cells > MAX_TILING_CELLS:
-        raise LimitError("checkpoint-metadata", -1, f"{fqn}.chunks",
-                         f"chunk boundaries draw {cells} cells, exceeds max_cells({MAX_TILING_CELLS})")
-    where = [{at: i for i, at in enumerate(c)} for c in cuts]
-    taken = np.zeros([len(c) - 1 for c in cuts], dtype=np.bool_)
-    for index, chunk in enumerate(chunks):
-        region = taken[tuple(slice(w[o], w[o + n]) for w, o, n in zip(where, chunk.offsets, chunk.sizes, strict=True))]
-        if region.any():
-            where_at = tuple(chunk.offsets)
-            raise InvalidValueError("checkpoint-metadata", -1, f"{fqn}.chunks[{index}]",
-                                    f"the chunk at {where_at} overlaps another")
-        region[...] = True
 
 
 def _new_tensor(fqn: str, md: TensorStorageMetadata) -> torch.Tensor:

@@ -33,6 +33,7 @@ from torch.futures import Future
 
 from inert._codec_runtime import file_header
 from inert._errors import WriteTypeError, WriteValueError
+from inert._records import tensor_header as tensor_header
 from inert.codecs import checkpoint_shard as shard
 from inert.codecs._tables import CHECKPOINT_ALIGN as ALIGN
 from inert.codecs._tables import CHECKPOINT_METADATA_NAME as METADATA_NAME
@@ -88,17 +89,6 @@ def _lookup(planner: SavePlanner, item: WriteItem) -> Any:
     if lookup is None:
         raise TypeError(f"{item.index.fqn}: the save planner has no lookup_object(); inert.torch needs the value itself")
     return lookup(item.index)
-
-
-def tensor_header(dtype: str, shape: list[int], nbytes: int) -> bytes:
-    """A tensor record's bytes before its payload: kind, dtype, rank, dims, byte length, zero padding.
-
-    The generated codec encodes the same bytes (a test holds the two together); building them
-    here lets the payload go from tensor memory to the file once, checksummed on the way,
-    where the codec would take its CRC-32 over the whole payload before any byte is written.
-    """
-    head = struct.pack(f"<BBB{len(shape)}QQ", shard.RecordKind.TENSOR, shard.DType[dtype], len(shape), *shape, nbytes)
-    return head + bytes(-len(head) % ALIGN)
 
 
 #: The ``checkpoint-shard`` version of an uncompressed save.
