@@ -73,6 +73,20 @@ def test_verify_of_a_checkpoint_needs_no_torch_nor_numpy(files: Path) -> None:
     assert result.returncode == 0 and result.stdout.startswith("inert: verify: OK: 2 files, 3 records"), result.stderr
 
 
+@pytest.mark.parametrize(("argv", "verdict"), [
+    (["inspect", "garbage.bin"], "garbage.bin: not a known format: unknown bytes 67 61 72 62"),
+    (["inspect", "."], ".: not a known format: a directory without .metadata or MANIFEST"),
+])
+def test_inspect_of_no_known_kind_is_a_refusal_on_stderr(tmp_path: Path, argv: list[str], verdict: str) -> None:
+    (tmp_path / "garbage.bin").write_bytes(b"garbage bytes")
+    result = cli(*argv, cwd=tmp_path)
+    assert result.returncode == 1 and result.stdout == "", result.stdout
+    assert result.stderr.startswith(f"inert: inspect: {verdict}"), result.stderr
+    assert all(line.startswith("inert: inspect: ") for line in result.stderr.splitlines())
+    as_json = cli("inspect", "--json", "garbage.bin", cwd=tmp_path)  # the document, for programs
+    assert as_json.returncode == 1 and '"format": "unknown"' in as_json.stdout
+
+
 @pytest.mark.parametrize(("module", "line"), [
     ("inert.dump", f"inert.dump needs PyTorch: {install_hint('torch')}"),
     ("inert.transferqueue", f"inert.transferqueue needs PyTorch: {install_hint('transferqueue')}"),

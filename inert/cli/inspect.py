@@ -73,8 +73,10 @@ def run(args: argparse.Namespace) -> int:
         return fail("inspect", CommandError(f"{args.path}: {exc}", INVALID))
     except OSError as exc:
         return fail("inspect", CommandError(f"{exc.filename or args.path}: {exc.strerror}", USAGE))
-    if args.json:
+    if args.json:  # the document, whatever PATH is: its "format" says "unknown", as the exit code does
         print(json.dumps(summary, indent=1, sort_keys=False, default=str))
+    elif summary.get("format") == "unknown":  # a refusal, like the others: one line on stderr
+        return fail("inspect", CommandError(f"{summary['path']}: {_title(summary)}", INVALID))
     else:
         sys.stdout.write(render(summary))
     return INVALID if summary.get("format") == "unknown" else OK
