@@ -24,10 +24,10 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURE = os.path.join(HERE, "tests", "fixtures", "checkpoints", "torch-2.13.0")
 
 
-def _wall(argv: list[str], tree: str | None) -> float:
+def _wall(argv: list[str], tree: str | None, cwd: str) -> float:
     env = dict(os.environ, PYTHONPATH=tree) if tree else dict(os.environ)
-    start = time.perf_counter()
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    start = time.perf_counter()  # (cwd: not a tree, which `python -m` would import from before PYTHONPATH)
+    done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
     elapsed = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"{argv}: exit {done.returncode}: {done.stderr.strip()}")
@@ -52,7 +52,7 @@ def main() -> None:
         times: dict[str, list[float]] = {name: [] for name in candidates}
         for _ in range(args.runs):
             for name, (argv, tree) in candidates.items():
-                times[name].append(_wall(argv, tree))
+                times[name].append(_wall(argv, tree, root))
     load = os.getloadavg()[0]
     ours = statistics.median(times["inert verify (this tree)"])
     print(f"median wall of {args.runs} runs, load average {load:.1f} on {os.cpu_count()} CPUs")

@@ -70,6 +70,11 @@ class InertError(ValueError):
         """The same error, its field path placed below ``prefix``."""
         return self._replace(field=_below(prefix, self.field))
 
+    def in_file(self, name: str) -> InertError:
+        """The same error, located in the file ``name`` of a checkpoint or dump directory: its field spelled
+        ``name:field`` (``name`` alone for the file as a whole), as every reader and tool names files."""
+        return self._replace(field=f"{name}:{self.field}" if self.field else name)
+
     def in_format(self, format: str) -> InertError:
         """The same error, attributed to ``format``."""
         return self._replace(format=format)

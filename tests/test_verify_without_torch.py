@@ -92,3 +92,22 @@ def test_verify_without_torch_checks_large_and_compressed_records(tmp_path: Path
     result = _verify(path)
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert "checkpoint-shard" in result.stderr and "big" in result.stderr, result.stderr
+
+
+def test_every_problem_names_its_file_relative_to_the_directory(tmp_path: Path) -> None:
+    """One spelling of a file in every problem: ``FILE:field`` (``FILE`` for the file as a whole), the
+    metadata's as the data files'."""
+    from inert.cli.verify import verify_path
+
+    path = _fixture("torch-2.13.0", tmp_path)
+    (path / "extra.bin").write_bytes(b"x")
+    data_file, offset, length = _record(path, cm.decode((path / ".metadata").read_bytes())["tensors"][0]["fqn"])
+    _flip(data_file, 0)  # the data file's magic
+    problems = verify_path(str(path), keep_going=True, show_progress=False).problems
+    assert problems[0] == "extra.bin: stray file: the metadata names no such file", problems
+    assert problems[1].startswith("checkpoint-shard: offset 0: __0_0.distcp:magic: "), problems
+    metadata = path / ".metadata"
+    metadata.write_bytes(metadata.read_bytes()[:-9])
+    [problem] = verify_path(str(path), keep_going=True, show_progress=False).problems
+    assert problem.startswith("checkpoint-metadata: offset ") and ": .metadata:" in problem, problem
+    assert str(tmp_path) not in problem, problem

@@ -48,7 +48,7 @@ class _Problems(Protocol):
 
     def add(self, text: str) -> None: ...
 
-    def guard(self, what: str, call: Any) -> Any: ...
+    def guard(self, what: str, call: Any, file: str | None = None) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -92,13 +92,13 @@ class _CheckpointCheck:
         expected = set(metadata_names)
         plans = []
         for name in metadata_names:
-            planned = self.problems.guard(f"{self.source.where(name)}: ", partial(self._plan, name))
+            planned = self.problems.guard("", partial(self._plan, name), file=name)
             if planned is not None:
                 plans.append(planned)
                 expected.update(planned)
         if len(plans) == len(metadata_names):  # without the metadata, which files belong is unknown
             for name in sorted(set(names) - expected):
-                self.problems.add(f"{self.source.where(name)}: stray file: the metadata names no such file")
+                self.problems.add(f"{name}: stray file: the metadata names no such file")
         self.report.files = len(expected)
         self.report.bytes = sum(names.get(name) or 0 for name in expected)  # a link's target is not counted
         for per_file in plans:
@@ -128,7 +128,7 @@ class _CheckpointCheck:
         work: list[_Record] = []
         for name, records in per_file.items():
             if name not in self.source.names():
-                self.problems.add(f"{self.source.where(name)}: missing: the metadata has {len(records)} records in it")
+                self.problems.add(f"{name}: missing: the metadata has {len(records)} records in it")
                 continue
             before = len(self.report.problems)
             self.problems.guard("", partial(_records.check_placement, {name: records}, self.source.file_size))
@@ -189,7 +189,7 @@ class _CheckpointCheck:
         try:
             self.versions[name] = read_file_header(fmt, head, shard.MAGIC, shard.VERSIONS)
         except InertError as exc:
-            raise exc.within(name) from None
+            raise exc.in_file(name) from None
         count = int.from_bytes(head[shard.HEADER_SIZE :], "little") if len(head) == shard.HEADER_SIZE + 4 else -1
         if count != len(records):
             raise InvalidValueError(fmt, shard.HEADER_SIZE, f"{name}:records",

@@ -98,16 +98,18 @@ class _Problems:
         if not self.keep_going:
             raise _Stop
 
-    def guard(self, what: str, call: Callable[[], Any]) -> Any:
-        """``call()``, its InertError (or unreadable-file error) recorded as a problem prefixed with ``what``."""
+    def guard(self, what: str, call: Callable[[], Any], file: str | None = None) -> Any:
+        """``call()``, its InertError (or unreadable-file error) recorded as a problem prefixed with ``what``;
+        with ``file``, the error is located in that file of the directory (``InertError.in_file``: files are
+        named relative to the directory, ``FILE:field``, in every problem)."""
         try:
             return call()
         except InertError as exc:
-            self.add(f"{what}{exc}")
+            self.add(f"{what}{exc.in_file(file) if file and not exc.field.startswith(file) else exc}")
         except StorageError as exc:  # no bytes to judge: an I/O error
             raise CommandError(str(exc), USAGE) from None
         except (OSError, RuntimeError) as exc:  # RuntimeError: a dtype this torch lacks (inert.torch._compat)
-            self.add(f"{what}{getattr(exc, 'strerror', None) or exc}")
+            self.add(f"{what}{file + ': ' if file else ''}{getattr(exc, 'strerror', None) or exc}")
         return None
 
 
@@ -193,7 +195,7 @@ def _verify_file(path: str) -> Report:
 
 def _stray(source: Source, expected: set[str], problems: _Problems) -> None:
     for name in sorted(set(source.names()) - expected):
-        problems.add(f"{source.where(name)}: stray file: the metadata names no such file")
+        problems.add(f"{name}: stray file: the metadata names no such file")
 
 
 def _present_bytes(source: Source, names: set[str]) -> int:
@@ -213,14 +215,14 @@ def _read_manifest(source: Source) -> Any:
 
 def _check_dump(source: Source, problems: _Problems, show_progress: bool) -> None:
     report = problems.report
-    manifest = problems.guard(f"{source.where(MANIFEST_NAME)}: ", partial(_read_manifest, source))
+    manifest = problems.guard("", partial(_read_manifest, source), file=MANIFEST_NAME)
     if manifest is None:  # without the manifest, which files belong is unknown
         return
     files = [s["file"] for s in manifest["shards"]]
     expected = {MANIFEST_NAME, *files}
     missing = [f for f in files if f not in source.names()]
     for name in missing:
-        problems.add(f"{source.where(name)}: missing: the manifest places rows in it")
+        problems.add(f"{name}: missing: the manifest places rows in it")
     _stray(source, expected, problems)
     report.files = len(expected) - len(missing)
     report.bytes = _present_bytes(source, expected)

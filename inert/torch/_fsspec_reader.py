@@ -217,7 +217,7 @@ class FsspecReader(FileSystemReader):
             try:
                 self._file_versions[name] = read_file_header(shard.FORMAT, head, shard.MAGIC, shard.VERSIONS)
             except InertError as exc:
-                raise exc.within(name) from None
+                raise exc.in_file(name) from None
         return self._file_versions[name]
 
     def _fetch(self, name: str, start: int, end: int) -> bytes:

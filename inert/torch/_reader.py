@@ -769,7 +769,7 @@ class FileSystemReader(StorageReader):
         try:
             return read_file_header(shard.FORMAT, head, shard.MAGIC, shard.VERSIONS)
         except InertError as exc:
-            raise exc.within(name) from None
+            raise exc.in_file(name) from None
 
     def _records(self, items: list[ReadItem], buffers: _Buffers, resolve: Resolve | None) -> Iterator[Loaded]:
         """Every record of ``items``, checked.
