@@ -87,6 +87,20 @@ def test_inspect_of_no_known_kind_is_a_refusal_on_stderr(tmp_path: Path, argv: l
     assert as_json.returncode == 1 and '"format": "unknown"' in as_json.stdout
 
 
+@pytest.mark.parametrize("legacy", [False, True])
+@pytest.mark.parametrize("argv", [["verify"], ["migrate", "--trust-source"], ["migrate"]])
+def test_a_saved_module_gets_the_state_dict_hint(tmp_path: Path, legacy: bool, argv: list[str]) -> None:
+    saved = tmp_path / "model.pt"
+    torch.save(torch.nn.Sequential(torch.nn.Linear(2, 2)), saved, _use_new_zipfile_serialization=not legacy)
+    result = cli(*argv, "model.pt", *(["out"] if argv[0] == "migrate" else []), cwd=tmp_path)
+    assert result.returncode in (1, 2) and result.stdout == "", result.stdout
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith(f"inert: {argv[0]}: hint: it is a whole nn.Module (torch.nn.modules."), result.stderr
+    assert "save its state_dict() instead" in last and not (tmp_path / "out").exists()
+    torch.save({"w": torch.ones(2)}, saved, _use_new_zipfile_serialization=not legacy)  # a state dict: no such hint
+    assert "nn.Module" not in cli("verify", "model.pt", cwd=tmp_path).stderr
+
+
 @pytest.mark.parametrize(("module", "line"), [
     ("inert.dump", f"inert.dump needs PyTorch: {install_hint('torch')}"),
     ("inert.transferqueue", f"inert.transferqueue needs PyTorch: {install_hint('transferqueue')}"),

@@ -8,6 +8,9 @@ only).  Nothing is decoded, unpickled or followed further.
 
 * a safetensors file, a ``torch.save`` zip or a pickle given to ``inspect`` or ``verify``:
   the ``inert migrate`` line that converts it (``--trust-source`` where it is pickle);
+* a whole ``nn.Module`` saved with ``torch.save`` (zip or legacy pickle: a ``torch.nn.modules``
+  class among the globals its pickles name, found by walking their opcodes as ``inspect`` does),
+  given to any of the three: save its ``state_dict()`` instead;
 * a directory that is no checkpoint or dump: the checkpoints one level down (a framework's
   ``step-100/`` folders), or what the path must be.
 
@@ -21,6 +24,7 @@ import os
 import shlex
 import stat
 
+from inert import _foreign
 from inert._foreign import looks_like_pickle
 from inert._objstore import is_url
 from inert.codecs._tables import CHECKPOINT_METADATA_NAME, DUMP_MANIFEST_NAME
@@ -44,8 +48,13 @@ def hint(command: str, path: str) -> str | None:
         mode = os.stat(path).st_mode
         if stat.S_ISDIR(mode):
             return _directory(command, path)
-        if stat.S_ISREG(mode) and command in ("inspect", "verify"):
-            return _file(path)
+        if stat.S_ISREG(mode):
+            module = _saved_module(path)
+            if module is not None:
+                return (f"it is a whole nn.Module ({module}), whose unpickling runs its class's code: save its "
+                        "state_dict() instead (torch.save(model.state_dict(), 'weights.pt'), where you trust it), "
+                        "then `inert migrate --trust-source weights.pt DST`")
+            return _file(path) if command in ("inspect", "verify") else None
     except (OSError, ValueError):  # gone, unreadable, a link or FIFO inside: the command's own error says so
         return None
     return None
@@ -60,6 +69,32 @@ def _file(path: str) -> str | None:
         return (f"if it is a torch.save file from a source you trust, `inert migrate --trust-source {quoted} DST` "
                 f"converts it (`inert inspect {quoted}` lists what its pickle would import)")
     return None
+
+
+#: Pickles walked one after another in a legacy (non-zip) torch.save file: magic, protocol, system info, object.
+_LEGACY_PICKLES = 4
+#: Bytes of a legacy torch.save file walked for a hint: its pickles come first, its storages' bytes after them.
+_HINT_BYTES = 1 << 20
+
+
+def _saved_module(path: str) -> str | None:
+    """The ``torch.nn.modules`` class a ``torch.save`` file's pickles name (None: none, or not such a file)."""
+    head = read_head(path, 16)
+    if head.startswith(b"PK\x03\x04"):
+        found = _foreign.inspect_torch_zip(path) or {}
+        names = found.get("data_pkl", {}).get("globals", [])
+    elif looks_like_pickle(head):
+        data = _foreign._read_bounded(path, _HINT_BYTES, False)[0]
+        names, at = [], 0
+        for _ in range(_LEGACY_PICKLES):
+            scan = _foreign.scan_pickle(memoryview(data)[at:])
+            names += scan.globals
+            if scan.error is not None or not scan.trailing:
+                break
+            at = len(data) - scan.trailing
+    else:
+        return None
+    return next((name for name in names if name.startswith("torch.nn.modules.")), None)
 
 
 def _is_safetensors(head: bytes, size: int) -> bool:
