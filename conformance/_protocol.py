@@ -92,6 +92,10 @@ def write_frame(stream: IO[bytes], data: bytes) -> None:
     stream.write(data)
 
 
+class TextOnStdout(HarnessError):
+    """The testee printed text where frames go: every request would fail the same way, so the run stops."""
+
+
 def read_frame(stream: IO[bytes]) -> bytes | None:
     """The next frame, or ``None`` at a clean end of stream (before any length byte)."""
     head = stream.read(_LENGTH.size)
@@ -103,7 +107,8 @@ def read_frame(stream: IO[bytes]) -> bytes | None:
     if length > MAX_FRAME:
         if all(32 <= b < 127 or b in b"\t\n\r" for b in head):
             # A length made of printable bytes is text the testee printed on its stdout, the protocol's channel.
-            raise HarnessError(f"the testee wrote text on its stdout ({head!r}...): stdout carries only frames, print to stderr")
+            raise TextOnStdout(f"the testee wrote text to stdout ({head!r}...); frames must be the only bytes on its "
+                               "stdout (a u32 length, then that many bytes): print anything else to stderr")
         raise HarnessError(f"frame of {length} bytes exceeds the protocol's {MAX_FRAME}")
     data = stream.read(length)
     if len(data) != length:

@@ -187,7 +187,7 @@ def _payload_text(case: Case, response: Response) -> str:
 
 
 def _shorten(text: str) -> str:
-    return text if len(text) <= _SHOWN else f"{text[:_SHOWN]}... ({len(text)} characters)"
+    return text if len(text) <= _SHOWN else f"{text[:_SHOWN]}... ({len(text) - _SHOWN} more characters left out)"
 
 
 def read_failure_list(path: Path) -> set[str]:

@@ -18,7 +18,7 @@ from typing import IO
 
 from inert._errors import HarnessError
 
-from ._protocol import Request, Response, read_response, write_request
+from ._protocol import Request, Response, TextOnStdout, read_response, write_request
 
 __all__ = ["BUILTIN_TESTEES", "Testee", "TesteeFault", "resolve_testee"]
 
@@ -112,6 +112,10 @@ class Testee:
             got = self._responses.get(timeout=self.timeout)
         except queue.Empty:
             raise self._fault(f"no response within {self.timeout:g} s") from None
+        if isinstance(got, TextOnStdout):  # not one bad answer: the testee's channel itself; said once, the run ends
+            reason = f"{got}{self._stderr_tail()}"
+            self._fault("")  # the testee is stopped
+            raise HarnessError(reason)
         if isinstance(got, BaseException):
             raise self._fault(f"bad response: {got}")
         self.consecutive_faults = 0

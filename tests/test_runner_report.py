@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import re
 import sys
 from pathlib import Path
 
@@ -40,8 +41,26 @@ def test_verbose_input_is_the_corpus_repeat_form_never_megabytes_of_hex() -> Non
 
 
 def test_text_on_the_testee_stdout_is_named_as_such() -> None:
-    with pytest.raises(HarnessError, match="wrote text on its stdout"):
+    with pytest.raises(HarnessError, match="wrote text to stdout"):
         read_frame(io.BytesIO(b"hello world\n"))
+
+
+def test_a_testee_printing_text_ends_the_run_with_one_error_naming_the_cause() -> None:
+    """Not a "frame of 1819043176 bytes" per vector: the channel itself is wrong, said once."""
+    testee = [sys.executable, "-c", "import sys; print('hello world', flush=True); sys.stdin.buffer.read()"]
+    with pytest.raises(HarnessError) as raised:
+        run(testee, formats=["shm-descriptor"])
+    message = str(raised.value)
+    assert message.startswith("the testee wrote text to stdout (b'hell'...); frames must be the only bytes"), message
+    assert "print anything else to stderr" in message and "1819043176" not in message
+
+
+def test_verbose_says_how_much_is_left_out() -> None:
+    vector = max(load_corpus(), key=lambda v: len(v.data))
+    out = io.StringIO()
+    Report([Result(vector.test_name, "g", FAIL, "x", vector)]).write(out, verbose=True)
+    line = next(t for t in out.getvalue().splitlines() if "input:" in t)
+    assert re.search(r"\.\.\. \(\d+ more characters left out\)$", line) or len(line) < 300, line
 
 
 def test_an_unknown_format_name_gets_a_suggestion() -> None:
