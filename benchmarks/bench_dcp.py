@@ -174,13 +174,18 @@ def bench_tensors(root: Path, repeat: int) -> None:
     def inert_unchecked() -> None:
         dcp.load(dest, storage_reader=it.FileSystemReader(root / "t_inert", verify_checksums=False))
 
+    def planned_unchecked() -> None:  # what inert.torch.load plans with: DCP's plan, without its resharding search
+        dcp.load(dest, storage_reader=it.FileSystemReader(root / "t_inert", verify_checksums=False),
+                 planner=it.CrossReleaseLoadPlanner())
+
     def direct_read() -> None:
         it.load_tensors(root / "t_inert", dest)
 
     def direct_unchecked() -> None:
         it.load_tensors(root / "t_inert", dest, verify_checksums=False)
 
-    runs: dict[str, Callable[[], Any]] = {"inert": inert_read, "unchecked": inert_unchecked, "direct": direct_read,
+    runs: dict[str, Callable[[], Any]] = {"inert": inert_read, "unchecked": inert_unchecked,
+                                          "planned": planned_unchecked, "direct": direct_read,
                                           "direct_unchecked": direct_unchecked, "safetensors": safetensors_read,
                                           "fromfile": fromfile}
     times = interleaved(runs, repeat)
@@ -192,6 +197,7 @@ def bench_tensors(root: Path, repeat: int) -> None:
 
     print("    " + line("inert dcp.load, CRC-32 verified", "inert"))
     print("    " + line("inert dcp.load, no verification", "unchecked"))
+    print("    " + line("inert dcp.load, no verification, planner=CrossReleaseLoadPlanner()", "planned"))
     print("    " + line("inert load_tensors, CRC-32 verified", "direct"))
     print("    " + line("inert load_tensors, no verification", "direct_unchecked"))
     print("    " + line("safetensors load_file+copy (verifies nothing)", "safetensors"))
@@ -202,6 +208,7 @@ def bench_tensors(root: Path, repeat: int) -> None:
                        ("load_tensors, unverified", "direct_unchecked")):
         print(report(label, limit, m[key], "the checkpoint's files read with os.preadv into preallocated buffers, 2 threads"))
     for label, key in (("dcp.load unchecked (like for like: safetensors checks no checksum)", "unchecked"),
+                       ("dcp.load unchecked, CrossReleaseLoadPlanner", "planned"),
                        ("dcp.load CRC-32 verified", "inert"), ("load_tensors unchecked", "direct_unchecked"),
                        ("load_tensors CRC-32 verified", "direct")):
         print(f"    {label}: {b['safetensors'] / b[key]:.2f}x safetensors (of medians {m['safetensors'] / m[key]:.2f}x),"
