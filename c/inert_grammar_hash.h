@@ -5,6 +5,6 @@
 #ifndef INERT_GRAMMAR_HASH_H
 #define INERT_GRAMMAR_HASH_H
 
-#define INERT_GRAMMAR_HASH "bb50a00d55d3db47"
+#define INERT_GRAMMAR_HASH "88f873e4f172854b"
 
 #endif

@@ -300,6 +300,13 @@ static int typed_fault(scan *s, inert_kind kind, int code, const char *fmt, unsi
     return inert_fail(s->r, kind, s->base, "", "%s extension: %s", inert_typed_names[code], reason);
 }
 
+/* The same, `a` a number of bytes: `fmt` takes a, its unit ("byte" or "bytes"), then b. */
+static int typed_fault_bytes(scan *s, inert_kind kind, int code, const char *fmt, unsigned long long a, unsigned long long b) {
+    char reason[160];
+    snprintf(reason, sizeof reason, fmt, a, inert_bytes(a), b);
+    return inert_fail(s->r, kind, s->base, "", "%s extension: %s", inert_typed_names[code], reason);
+}
+
 /* The header of the value at p (valid): its kind, and for a container or ext the count or length. */
 typedef struct {
     enum { V_ONE, V_STR, V_BIN, V_ARRAY, V_MAP, V_FLOAT, V_UINT, V_INT, V_EXT } kind;
@@ -396,7 +403,7 @@ static int int_in(const uint8_t *p, uint64_t hi) {
 static int check_typed(scan *s, int code, const uint8_t *p, size_t len, unsigned limit, unsigned depth) {
     if (code == INERT_EXT_BYTESIO) return 0;
     if (code == INERT_EXT_ARRAY) {
-        if (len < 2) return typed_fault(s, INERT_TRUNCATED, code, "array extension of %llu bytes, its header needs 2%.0llu", len, 0);
+        if (len < 2) return typed_fault_bytes(s, INERT_TRUNCATED, code, "array extension of %llu %s, its header needs 2%.0llu", len, 0);
         if (typed_dtype(s, code, p[0], 1)) return -1;
         unsigned ndim = p[1];
         if (ndim > INERT_TYPED_MAX_NDIM)
@@ -411,18 +418,18 @@ static int check_typed(scan *s, int code, const uint8_t *p, size_t len, unsigned
             if (size > len / dim) { size = (uint64_t)len + 1; break; } /* more than present: stop before overflowing */
             size *= dim;
         }
-        if (size != len - start) return typed_fault(s, INERT_INVALID_VALUE, code, "%llu bytes present, shape and dtype give %llu", len - start, size);
+        if (size != len - start) return typed_fault_bytes(s, INERT_INVALID_VALUE, code, "%llu %s present, shape and dtype give %llu", len - start, size);
         return typed_bools(s, code, p[0], p + start, len - start);
     }
     if (code == INERT_EXT_ARRAY_SCALAR) {
         if (!len) return typed_fault(s, INERT_TRUNCATED, code, "array scalar extension of 0 bytes%.0llu%.0llu", 0, 0);
         if (typed_dtype(s, code, p[0], 1)) return -1;
         if (len - 1 != inert_dtype_itemsize[p[0]])
-            return typed_fault(s, INERT_INVALID_VALUE, code, "%llu bytes present, dtype takes %llu", len - 1, inert_dtype_itemsize[p[0]]);
+            return typed_fault_bytes(s, INERT_INVALID_VALUE, code, "%llu %s present, dtype takes %llu", len - 1, inert_dtype_itemsize[p[0]]);
         return typed_bools(s, code, p[0], p + 1, len - 1);
     }
     if (code == INERT_EXT_TORCH_DTYPE) {
-        if (len != 1) return typed_fault(s, INERT_INVALID_VALUE, code, "torch.dtype extension holds %llu bytes, not 1%.0llu", len, 0);
+        if (len != 1) return typed_fault_bytes(s, INERT_INVALID_VALUE, code, "torch.dtype extension holds %llu %s, not 1%.0llu", len, 0);
         return typed_dtype(s, code, p[0], 0);
     }
     /* a document inside: scanned like the outer one below the extension's level (the containers around
@@ -569,7 +576,8 @@ int inert_read_msgpack(inert_reader *r, size_t *off, unsigned prefix, uint64_t m
         return inert_fail(r, INERT_LIMIT, at, "", "document length %llu exceeds max_len(%llu)", (unsigned long long)length,
                           (unsigned long long)max_len);
     if (length > r->n - *off)
-        return inert_fail(r, INERT_TRUNCATED, *off, "", "%llu bytes needed, %zu present", (unsigned long long)length, r->n - *off);
+        return inert_fail(r, INERT_TRUNCATED, *off, "", "%llu %s needed, %zu present", (unsigned long long)length, inert_bytes(length),
+                          r->n - *off);
     if (max_depth > INERT_MAX_VALUE_DEPTH) return inert_fail(r, INERT_UNSUPPORTED, at, "", "max_depth above %d", INERT_MAX_VALUE_DEPTH);
     scan s;
     s.r = r;

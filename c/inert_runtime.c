@@ -141,8 +141,10 @@ size_t inert_utf8_error(const uint8_t *s, size_t n) {
 
 /* -- element readers ------------------------------------------------------------------------- */
 
+const char *inert_bytes(uint64_t n) { return n == 1 ? "byte" : "bytes"; }
+
 int inert_truncated(inert_reader *r, size_t off, uint64_t size) {
-    return inert_fail(r, INERT_TRUNCATED, off, "", "%llu bytes needed, %llu present", (unsigned long long)size,
+    return inert_fail(r, INERT_TRUNCATED, off, "", "%llu %s needed, %llu present", (unsigned long long)size, inert_bytes(size),
                       (unsigned long long)(r->n - off));
 }
 
@@ -186,7 +188,7 @@ int inert_read_text(inert_reader *r, size_t *off, unsigned prefix, uint64_t max_
 int inert_read_padding(inert_reader *r, size_t *off, unsigned align) {
     size_t size = (align - *off % align) % align;
     if (size > r->n - *off)
-        return inert_fail(r, INERT_TRUNCATED, *off, "", "%zu padding bytes needed, %zu present", size, r->n - *off);
+        return inert_fail(r, INERT_TRUNCATED, *off, "", "%zu %s of padding needed, %zu present", size, inert_bytes(size), r->n - *off);
     for (size_t k = 0; k < size; k++)
         if (r->buf[*off + k]) return inert_fail(r, INERT_INVALID_VALUE, *off + k, "", "padding byte is %u, not 0", r->buf[*off + k]);
     *off += size;
@@ -217,8 +219,8 @@ int inert_read_count(inert_reader *r, size_t *off, unsigned prefix, uint64_t max
     /* count * min_size > left, without overflow */
     size_t left = r->n - *off;
     if (min_size && *count > left / min_size)
-        return inert_fail(r, INERT_TRUNCATED, at, "", "%llu elements need at least %llu bytes each, %zu present",
-                          (unsigned long long)*count, (unsigned long long)min_size, left);
+        return inert_fail(r, INERT_TRUNCATED, at, "", "%llu elements need at least %llu %s each, %zu present",
+                          (unsigned long long)*count, (unsigned long long)min_size, inert_bytes(min_size), left);
     return 0;
 }
 
@@ -270,12 +272,14 @@ int inert_read_file_header(inert_reader *r, size_t *off, const char *magic, size
 int inert_check_size(inert_reader *r, uint64_t limit) {
     if (r->params->has_max_size && r->params->max_size < limit) limit = r->params->max_size;
     if (r->n > limit)
-        return inert_fail(r, INERT_LIMIT, 0, "", "input of %zu bytes exceeds max_size(%llu)", r->n, (unsigned long long)limit);
+        return inert_fail(r, INERT_LIMIT, 0, "", "input of %zu %s exceeds max_size(%llu)", r->n, inert_bytes(r->n),
+                          (unsigned long long)limit);
     return 0;
 }
 
 int inert_check_end(inert_reader *r, size_t off) {
-    if (off != r->n) return inert_fail(r, INERT_TRAILING_BYTES, off, "", "%zu bytes after the end of the value", r->n - off);
+    if (off != r->n) return inert_fail(r, INERT_TRAILING_BYTES, off, "", "%zu %s after the end of the value", r->n - off,
+                                 inert_bytes(r->n - off));
     return 0;
 }
 

@@ -194,6 +194,8 @@ size_t inert_utf8_error(const uint8_t *s, size_t len);
 
 /* Record the fault of `size` bytes needed at `off` where fewer remain (returns -1). */
 int inert_truncated(inert_reader *r, size_t off, uint64_t size);
+/* The unit after a number of bytes in a message: "byte" for 1, else "bytes" (inert._errors.byte_count). */
+const char *inert_bytes(uint64_t n);
 
 /* Inlined: the generated readers pass a constant width, so a field read is a bounds check and one load. */
 static inline int inert_read_uint(inert_reader *r, size_t *off, unsigned width, uint64_t *out) {

@@ -328,7 +328,7 @@ static int pack_typed(inert_writer *w, const inert_value *v, unsigned depth, uns
             else if (!over && size > UINT64_MAX / dim) over = 1;
             else if (!over) size *= dim;
         }
-        if (over || size != v->len) return inert_write_fail(w, INERT_WRITE_VALUE, "", "%zu bytes given, shape and dtype give %s%llu", v->len, over ? "more than " : "", (unsigned long long)size);
+        if (over || size != v->len) return inert_write_fail(w, INERT_WRITE_VALUE, "", "%zu %s given, shape and dtype give %s%llu", v->len, inert_bytes(v->len), over ? "more than " : "", (unsigned long long)size);
         if (bools_only(w, v->u, v)) return -1;
         head[1] = (uint8_t)v->count;
         put_ext_header(w, INERT_EXT_ARRAY, 2 + 8 * v->count + v->len);
@@ -516,7 +516,7 @@ int inert_write_msgpack(inert_writer *w, const inert_value *v, unsigned prefix, 
     if (pack(w, v, 0, max_depth)) return -1;
     size_t len = w->n - start;
     if (len > max_len)
-        return inert_write_fail(w, INERT_WRITE_VALUE, "", "value document of %zu bytes exceeds max_len(%llu)", len,
+        return inert_write_fail(w, INERT_WRITE_VALUE, "", "value document of %zu %s exceeds max_len(%llu)", len, inert_bytes(len),
                                 (unsigned long long)max_len);
     for (unsigned k = 0; k < prefix; k++)
         if (at + k < w->cap) w->out[at + k] = (uint8_t)(len >> (8 * k));

@@ -25,6 +25,7 @@ from inert._errors import (
     VersionError,
     WriteTypeError,
     WriteValueError,
+    byte_count,
 )
 from inert._value_doc import pack_value, unpack_value
 
@@ -148,7 +149,7 @@ def truncated(fmt: str, buf: Any, base: int, layout: tuple[tuple[int, int, str, 
     for rel, width, path, rule in layout:
         if rel + width > available:
             have = max(0, available - rel)
-            return TruncatedError(fmt, base + rel, path, f"{width} bytes needed, {have} present")
+            return TruncatedError(fmt, base + rel, path, f"{byte_count(width)} needed, {have} present")
         if rule is None:
             continue
         (raw,) = struct.unpack_from("<" + ("B" if rule[0] == "bool" else rule[1]), buf, base + rel)

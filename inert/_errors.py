@@ -29,7 +29,13 @@ __all__ = [
     "WriteValueError",
     "StorageError",
     "ERROR_CLASSES",
+    "byte_count",
 ]
+
+
+def byte_count(n: int) -> str:
+    """``n`` with its unit, as every message (Python and C) says a number of bytes: ``1 byte``, ``0 bytes``."""
+    return "1 byte" if n == 1 else f"{n} bytes"
 
 
 #: What a message says where ``field`` is ``''``: the fault is in the value as a whole, not in one field.

@@ -22,6 +22,7 @@ from inert._errors import (
     VersionError,
     WriteTypeError,
     WriteValueError,
+    byte_count,
 )
 from inert._rule_eval import fault
 from inert._value_doc import pack_value, unpack_value
@@ -106,12 +107,13 @@ def interpret_decode(
             if part is None and limits:  # the format's limit, or a lower one the caller sets
                 limit = min(limits)
                 if len(data) > limit:
-                    raise LimitError(_FORMAT, 0, "", f"input of {len(data)} bytes exceeds max_size({limit})")
+                    raise LimitError(_FORMAT, 0, "", f"input of {byte_count(len(data))} exceeds max_size({limit})")
             if part is None and fmt.magic is not None:
                 version = _parse_header(fmt, stream, context)
             value = declaration(fmt, version, part)._parse(stream, context, "")
             if remaining(stream):
-                raise TrailingBytesError(_FORMAT, stream.tell(), "", f"{remaining(stream)} bytes after the end of the value")
+                extra = byte_count(remaining(stream))
+                raise TrailingBytesError(_FORMAT, stream.tell(), "", f"{extra} after the end of the value")
     except InertError as exc:
         raise exc.in_format(fmt.name) from None
     return value

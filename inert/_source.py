@@ -28,7 +28,7 @@ import threading
 from types import TracebackType
 from typing import Any
 
-from inert._errors import TruncatedError
+from inert._errors import TruncatedError, byte_count
 from inert._files import open_in, read_private
 from inert._objstore import StorageLimits, display, filesystem, is_url, join, object_sizes, read_range
 
@@ -90,7 +90,7 @@ class Source:
 
 
 def _truncated(format: str, name: str, at: int, missing: int) -> TruncatedError:
-    return TruncatedError(format, at, name, f"{missing} bytes needed, the file ends first")
+    return TruncatedError(format, at, name, f"{byte_count(missing)} needed, the file ends first")
 
 
 class DirectorySource(Source):

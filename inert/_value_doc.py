@@ -47,6 +47,7 @@ from inert._errors import (
     UnknownTagError,
     WriteTypeError,
     WriteValueError,
+    byte_count,
 )
 from inert._value_types import EXT_DEVICE, EXT_OBJECT, EXT_SIZE, TYPED_CODES, decode_typed, encode_typed
 from inert._value_types import _Fault as TypedFault
@@ -121,7 +122,7 @@ class _Fault(Exception):
 
 def _length(data: bytes, pos: int, size: int, end: int) -> int:
     if pos + size > end:
-        raise _Fault(TruncatedError, pos, f"{size} length bytes needed, {end - pos} present")
+        raise _Fault(TruncatedError, pos, f"a length of {byte_count(size)} needed, {end - pos} present")
     if size == 1:
         return data[pos]
     return int(_LENGTH[size].unpack_from(data, pos)[0])  # type: ignore[union-attr]
@@ -157,7 +158,7 @@ def _scan(data: bytes, max_depth: int) -> list[int]:
                     length = b & 0x1F
                     after = pos + 1 + length
                     if after > end:
-                        raise _Fault(TruncatedError, pos + 1, f"a str of {length} bytes, {end - pos - 1} present")
+                        raise _Fault(TruncatedError, pos + 1, f"a str of {byte_count(length)}, {end - pos - 1} present")
                     payload = data[pos + 1 : after]
                     previous = frame[3]
                     if previous is not None and (frame[5] or payload <= previous) or not payload.isascii():
@@ -176,7 +177,7 @@ def _scan(data: bytes, max_depth: int) -> list[int]:
                 pos += 1
                 length = b & 0x1F
                 if length > end - pos:
-                    raise _Fault(TruncatedError, pos, f"a str of {length} bytes, {end - pos} present")
+                    raise _Fault(TruncatedError, pos, f"a str of {byte_count(length)}, {end - pos} present")
                 if length:
                     chunk = data[pos : pos + length]
                     if not chunk.isascii():  # ASCII is valid UTF-8; checking it allocates nothing
@@ -197,7 +198,7 @@ def _scan(data: bytes, max_depth: int) -> list[int]:
                 size, least = _UINT_FORMS[b]
                 after = pos + 1 + size
                 if after > end:
-                    raise _Fault(TruncatedError, pos + 1, f"{size} bytes needed, {end - pos - 1} present")
+                    raise _Fault(TruncatedError, pos + 1, f"{byte_count(size)} needed, {end - pos - 1} present")
                 number = int.from_bytes(data[pos + 1 : after], "big")
                 if number < least:
                     raise _Fault(InvalidValueError, pos, f"the integer {number} in a longer form (0x{b:02x}) than it needs")
@@ -216,7 +217,7 @@ def _scan(data: bytes, max_depth: int) -> list[int]:
                     items, child = count, _ARRAY
                 if items > end - pos:
                     raise _Fault(TruncatedError, pos - 1, f"{count} {'pairs' if child == _MAP else 'elements'} need "
-                                 f"at least {items} bytes, {end - pos} present")
+                                 f"at least {byte_count(items)}, {end - pos} present")
                 frame[0] = left
                 stack.append([items, end, child, None, -1, False])
                 depth += 1
@@ -230,9 +231,9 @@ def _scan(data: bytes, max_depth: int) -> list[int]:
             stack.pop()
             depth -= 1
             if frame[4] >= 0 and pos != frame[4]:
-                raise _Fault(TrailingBytesError, pos, f"{frame[4] - pos} bytes after the array of an extension payload")
+                raise _Fault(TrailingBytesError, pos, f"{byte_count(frame[4] - pos)} after the array of an extension payload")
     if pos != n:
-        raise _Fault(TrailingBytesError, pos, f"{n - pos} bytes after the end of the value document")
+        raise _Fault(TrailingBytesError, pos, f"{byte_count(n - pos)} after the end of the value document")
     return docs
 
 
@@ -279,10 +280,11 @@ def _item(data: bytes, pos: int, end: int, b: int, stack: list[list[Any]], max_d
             size, least = _STR_FORMS[b]
             length = _length(data, pos + 1, size, end)
             if length < least:
-                raise _Fault(InvalidValueError, start, f"a str of {length} bytes in a longer form (0x{b:02x}) than it needs")
+                longer = f"a str of {byte_count(length)} in a longer form (0x{b:02x}) than it needs"
+                raise _Fault(InvalidValueError, start, longer)
             pos += 1 + size
         if length > end - pos:
-            raise _Fault(TruncatedError, pos, f"a str of {length} bytes, {end - pos} present")
+            raise _Fault(TruncatedError, pos, f"a str of {byte_count(length)}, {end - pos} present")
         try:
             data[pos : pos + length].decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -292,10 +294,10 @@ def _item(data: bytes, pos: int, end: int, b: int, stack: list[list[Any]], max_d
         size, least = _BIN_FORMS[b]
         length = _length(data, pos + 1, size, end)
         if length < least:
-            raise _Fault(InvalidValueError, start, f"a bin of {length} bytes in a longer form (0x{b:02x}) than it needs")
+            raise _Fault(InvalidValueError, start, f"a bin of {byte_count(length)} in a longer form (0x{b:02x}) than it needs")
         pos += 1 + size
         if length > end - pos:
-            raise _Fault(TruncatedError, pos, f"a bin of {length} bytes, {end - pos} present")
+            raise _Fault(TruncatedError, pos, f"a bin of {byte_count(length)}, {end - pos} present")
         return pos + length
     if 0x80 <= b <= 0x9F or b in _COUNT_FORMS:
         if b <= 0x9F:
@@ -317,7 +319,7 @@ def _item(data: bytes, pos: int, end: int, b: int, stack: list[list[Any]], max_d
     if b in _UINT_FORMS:
         size, least = _UINT_FORMS[b]
         if pos + 1 + size > end:
-            raise _Fault(TruncatedError, pos + 1, f"{size} bytes needed, {end - pos - 1} present")
+            raise _Fault(TruncatedError, pos + 1, f"{byte_count(size)} needed, {end - pos - 1} present")
         number = int.from_bytes(data[pos + 1 : pos + 1 + size], "big")
         if number < least:
             raise _Fault(InvalidValueError, start, f"the integer {number} in a longer form (0x{b:02x}) than it needs")
@@ -325,7 +327,7 @@ def _item(data: bytes, pos: int, end: int, b: int, stack: list[list[Any]], max_d
     if b in _INT_FORMS:
         packer, most = _INT_FORMS[b]
         if pos + 1 + packer.size > end:
-            raise _Fault(TruncatedError, pos + 1, f"{packer.size} bytes needed, {end - pos - 1} present")
+            raise _Fault(TruncatedError, pos + 1, f"{byte_count(packer.size)} needed, {end - pos - 1} present")
         (number,) = packer.unpack_from(data, pos + 1)
         if number > most:
             raise _Fault(InvalidValueError, start, f"the integer {number} in a longer form (0x{b:02x}) than it needs"
@@ -347,7 +349,7 @@ def _ext(data: bytes, pos: int, end: int, b: int, stack: list[list[Any]], max_de
         size, least = _EXT_FORMS[b]
         length = _length(data, pos + 1, size, end)
         if length < least or length in (1, 2, 4, 8, 16):
-            raise _Fault(InvalidValueError, start, f"an ext of {length} bytes in a longer form (0x{b:02x}) than it needs")
+            raise _Fault(InvalidValueError, start, f"an ext of {byte_count(length)} in a longer form (0x{b:02x}) than it needs")
         pos += 1 + size
     if pos >= end:
         raise _Fault(TruncatedError, pos, "the document ends where an extension code belongs")
@@ -356,10 +358,10 @@ def _ext(data: bytes, pos: int, end: int, b: int, stack: list[list[Any]], max_de
         raise _Fault(UnknownTagError, pos, f"unknown extension code {code}")
     pos += 1
     if length > end - pos:
-        raise _Fault(TruncatedError, pos, f"an ext payload of {length} bytes, {end - pos} present")
+        raise _Fault(TruncatedError, pos, f"an ext payload of {byte_count(length)}, {end - pos} present")
     if code == EXT_COMPLEX:
         if length != 16:
-            raise _Fault(InvalidValueError, start, f"complex extension holds {length} bytes, not 16")
+            raise _Fault(InvalidValueError, start, f"complex extension holds {byte_count(length)}, not 16")
         for part in (data[pos : pos + 8], data[pos + 8 : pos + 16]):
             if math.isnan(struct.unpack("<d", part)[0]):
                 _check_nan(part[::-1], pos)
@@ -394,12 +396,12 @@ def _push(stack: list[list[Any]], kind: int, count: int, pos: int, end: int, clo
         raise _Fault(LimitError, start, f"nesting exceeds max_depth({max_depth})")
     if not count:  # nothing to read inside: no frame (a million empty maps stay cheap)
         if close >= 0 and pos != close:
-            raise _Fault(TrailingBytesError, pos, f"{close - pos} bytes after the array of an extension payload")
+            raise _Fault(TrailingBytesError, pos, f"{byte_count(close - pos)} after the array of an extension payload")
         return
     least = 2 * count if kind == _MAP else count
     if least > end - pos:
         raise _Fault(TruncatedError, start, f"{count} {'pairs' if kind == _MAP else 'elements'} need at least "
-                     f"{least} bytes, {end - pos} present")
+                     f"{byte_count(least)}, {end - pos} present")
     stack.append([2 * count if kind == _MAP else count, end, kind, None, close, False])
 
 
@@ -572,5 +574,5 @@ def pack_value(fmt: str, path: str, value: Any, max_len: int, max_depth: int) ->
     """One canonical value document; ``WriteTypeError`` names the type and path of a value outside the subset."""
     data = msgpack.packb(_prepare(fmt, path, value, 0, max_depth), use_bin_type=True, strict_types=True)
     if len(data) > max_len:
-        raise WriteValueError(fmt, path, f"value document of {len(data)} bytes exceeds max_len({max_len})")
+        raise WriteValueError(fmt, path, f"value document of {byte_count(len(data))} exceeds max_len({max_len})")
     return data

@@ -37,6 +37,7 @@ import struct
 from typing import Any
 
 from inert._checks import _DTYPE_NAMES, CHECKPOINT_ITEMSIZES
+from inert._errors import byte_count
 
 __all__ = [
     "ArrayValue", "SizeValue", "DTypeValue", "DeviceValue", "ObjectValue", "TYPED_CODES", "ARRAY_DTYPES",
@@ -137,7 +138,7 @@ def _check_bools(name: str, data: bytes) -> None:
 
 def _array(payload: bytes) -> ArrayValue:
     if len(payload) < 2:
-        raise _Fault("truncated", f"array extension of {len(payload)} bytes, its header needs 2")
+        raise _Fault("truncated", f"array extension of {byte_count(len(payload))}, its header needs 2")
     code, ndim = _HEAD.unpack_from(payload)
     name = _dtype_at(code, ARRAY_DTYPES)
     if ndim > MAX_NDIM:
@@ -153,7 +154,7 @@ def _array(payload: bytes) -> ArrayValue:
             break
     if size != len(payload) - start:
         wanted = size if size <= len(payload) else "more"
-        raise _Fault("invalid-value", f"{len(payload) - start} bytes present, shape and dtype give {wanted}")
+        raise _Fault("invalid-value", f"{byte_count(len(payload) - start)} present, shape and dtype give {wanted}")
     data = payload[start:]
     _check_bools(name, data)
     return ArrayValue(name, shape, data)
@@ -165,7 +166,7 @@ def _scalar(payload: bytes) -> ArrayValue:
     name = _dtype_at(payload[0], ARRAY_DTYPES)
     data = payload[1:]
     if len(data) != CHECKPOINT_ITEMSIZES[name]:
-        raise _Fault("invalid-value", f"{len(data)} bytes present, dtype {name} takes {CHECKPOINT_ITEMSIZES[name]}")
+        raise _Fault("invalid-value", f"{byte_count(len(data))} present, dtype {name} takes {CHECKPOINT_ITEMSIZES[name]}")
     _check_bools(name, data)
     return ArrayValue(name, (), data, scalar=True)
 
@@ -183,7 +184,7 @@ def decode_typed(code: int, payload: bytes, nested: Any) -> Any:
         return _scalar(payload)
     if code == EXT_DTYPE:
         if len(payload) != 1:
-            raise _Fault("invalid-value", f"torch.dtype extension holds {len(payload)} bytes, not 1")
+            raise _Fault("invalid-value", f"torch.dtype extension holds {byte_count(len(payload))}, not 1")
         return DTypeValue(_dtype_at(payload[0], _DTYPE_NAMES))
     inner = nested(payload)
     if code == EXT_SIZE:
@@ -225,7 +226,7 @@ def encode_typed(value: Any, pack: Any) -> tuple[int, bytes] | None:
         for dim in shape:
             size *= dim
         if size != len(data):
-            raise ValueError(f"{len(data)} bytes given, shape and dtype give {size}")
+            raise ValueError(f"{byte_count(len(data))} given, shape and dtype give {size}")
         _checked_bools(value.dtype, data)
         return EXT_ARRAY, _HEAD.pack(_dtype_code(value.dtype), len(shape)) + struct.pack(f"<{len(shape)}Q", *shape) + data
     if kind is DTypeValue:

@@ -126,6 +126,11 @@ def _errors() -> Any:
     return _host().errors
 
 
+def _bytes(n: int) -> str:
+    """``1 byte``, ``n bytes``: the runtime's wording (``inert._errors.byte_count``)."""
+    return str(_errors().byte_count(n))
+
+
 def _remaining(stream: io.BytesIO) -> int:
     return len(stream.getbuffer()) - stream.tell()
 
@@ -134,7 +139,7 @@ def _read(stream: io.BytesIO, size: int) -> bytes:
     offset = stream.tell()
     data = stream.read(size)
     if len(data) != size:
-        raise _errors().TruncatedError(_FORMAT, offset, "", f"{size} bytes needed, {len(data)} present")
+        raise _errors().TruncatedError(_FORMAT, offset, "", f"{_bytes(size)} needed, {len(data)} present")
     return data
 
 
@@ -307,9 +312,8 @@ class Array(Construct):  # type: ignore[misc]
             raise _errors().LimitError(_FORMAT, offset, "", f"count {count} exceeds max_count({self.max_count})")
         smallest = min_size(self.element)
         if count * smallest > _remaining(stream):
-            raise _errors().TruncatedError(
-                _FORMAT, offset, "", f"{count} elements need at least {count * smallest} bytes, {_remaining(stream)} present"
-            )
+            reason = f"{count} elements need at least {_bytes(count * smallest)}, {_remaining(stream)} present"
+            raise _errors().TruncatedError(_FORMAT, offset, "", reason)
         items = []
         for index in range(count):
             try:
@@ -596,7 +600,7 @@ class Bytes(Construct):  # type: ignore[misc]
             raise _errors().LimitError(_FORMAT, offset, "", f"length {length} exceeds max_len({self.max_len})")
         Padding(self.align)._parse(stream, context, path)
         if length > _remaining(stream):
-            raise _errors().TruncatedError(_FORMAT, stream.tell(), "", f"{length} bytes needed, {_remaining(stream)} present")
+            raise _errors().TruncatedError(_FORMAT, stream.tell(), "", f"{_bytes(length)} needed, {_remaining(stream)} present")
         return _read(stream, length)
 
     def _build(self, obj: Any, stream: io.BytesIO, context: Any, path: str) -> Any:
@@ -623,7 +627,7 @@ class Padding(Construct):  # type: ignore[misc]
         offset = stream.tell()
         size = -offset % self.align
         if size > _remaining(stream):
-            raise _errors().TruncatedError(_FORMAT, offset, "", f"{size} padding bytes needed, {_remaining(stream)} present")
+            raise _errors().TruncatedError(_FORMAT, offset, "", f"{_bytes(size)} of padding needed, {_remaining(stream)} present")
         _host().check_zero(_FORMAT, stream.getbuffer(), offset, size, "")
         stream.seek(offset + size)
 

@@ -79,10 +79,10 @@ ELEMENT_RULES: dict[str, tuple[SpecRule, ...]] = {
                  "refused.  The offset is where the field starts, or for a count the count's own offset, or for "
                  "the bytes after a length (a string's, a byte string's, a document's) the first of those bytes, "
                  "after the length and any padding.", "truncated", "*", "count * min_size(element) "
-                 "<= remaining", rf"^({_N} bytes needed, {_N} present|{_N} elements need at least|"
-                 rf"{_N} padding bytes needed)"),
+                 "<= remaining", rf"^({_N} bytes? needed, {_N} present|{_N} elements need at least|"
+                 rf"{_N} bytes? of padding needed)"),
         SpecRule("grammar.trailing-bytes", "Nothing may follow the top-level value.", "trailing-bytes", "",
-                 "remaining == 0", r"bytes after the end of the value$"),
+                 "remaining == 0", r"bytes? after the end of the value$"),
     ),
     "Utf8": (
         SpecRule("grammar.string-length", "A string's byte length is at most its field's max_len (the limits "
@@ -134,7 +134,7 @@ FILE_RULES: tuple[SpecRule, ...] = (
              "format_version", "format_version in versions", r"is not supported \(this reader knows"),
     SpecRule("file.max-size", "The whole input is at most the format's max_size (or a lower limit the caller "
              "sets), checked before anything is read.", "limit", "", "len(data) <= max_size",
-             r"^input of \d+ bytes exceeds max_size"),
+             r"^input of \d+ bytes? exceeds max_size"),
     SpecRule("file.crc32", "A Crc32 field holds the CRC-32 (ISO-HDLC: polynomial 0x04C11DB7 reflected, initial "
              "and final XOR 0xFFFFFFFF, as zlib.crc32) of every byte of its record before it, from the record's "
              "first byte (for a file's document: the byte after format_version); checked unless the caller "
@@ -151,7 +151,7 @@ def _value(id_: str, sentence: str, kind: str, reason: str) -> SpecRule:
 VALUE_RULES: tuple[SpecRule, ...] = (
     _value("one-document", "The document holds exactly one MessagePack value; bytes after it are refused, and "
            "so are bytes after the array in the payload of a tuple, set or frozenset.", "trailing-bytes",
-           r"bytes after the (end of the value document|array of an extension payload)"),
+           r"bytes? after the (end of the value document|array of an extension payload)"),
     _value("truncated", "A value, length or count that the remaining bytes of the document (or of the "
            "extension payload it is in) cannot hold is refused; a count needs at least one byte per element, "
            "two per map pair.", "truncated", r"^value document cut short"),
@@ -167,7 +167,7 @@ VALUE_RULES: tuple[SpecRule, ...] = (
     _value("shortest-length", "A length or count takes its shortest form: fixstr, fixarray, fixmap when it "
            "fits, else the 8-bit form (str8, bin8, ext8), else 16-bit, else 32-bit; an ext of 1, 2, 4, 8 or 16 "
            "bytes is a fixext (array16 and map16 start at 16, str8 at 32; bin8 and ext8 at 0).",
-           "invalid-value", r"^an? (str|bin|ext|count) of \d+( bytes)? in a longer form"),
+           "invalid-value", r"^an? (str|bin|ext|count) of \d+( bytes?)? in a longer form"),
     _value("utf8", "A str holds valid UTF-8.", "invalid-value", r"^invalid UTF-8 in a str"),
     _value("key-type", "A map key, and a set or frozenset member, is a str or a bin (Python's hashes of other "
            "types are not randomized: a reader building dicts of them could be made to take quadratic time).",

@@ -173,7 +173,7 @@ def test_a_decoded_value_with_its_checksum_key_encodes_again() -> None:
 def test_whole_value_faults_say_so() -> None:
     with pytest.raises(ValueError) as caught:
         shm_message.decode(shm_message.encode(README_VALUE) + b"x")  # type: ignore[arg-type]
-    assert "offset 43: the whole value: 1 bytes after the end of the value" in str(caught.value)
+    assert "offset 43: the whole value: 1 byte after the end of the value" in str(caught.value)
     assert caught.value.field == ""  # type: ignore[attr-defined]
     with pytest.raises(WriteTypeError, match=r"^shm-message: the whole value: expected dict \(ShmMessage\), got int$"):
         shm_message.encode(3)  # type: ignore[arg-type]

@@ -84,7 +84,7 @@ def test_a_direct_dcp_load_logs_one_line_with_the_cause(saved: Path, caplog: pyt
     if TORCH_VERSION >= (2, 9):  # the release that falls back to rank-local metadata and logs it
         assert fallback
     for record in fallback:
-        assert record.exc_info is None and "offset 20: storage_meta: 1 bytes needed" in record.getMessage()
+        assert record.exc_info is None and "offset 20: storage_meta: 1 byte needed" in record.getMessage()
 
 
 LEGACY_LOAD = """

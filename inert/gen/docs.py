@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from inert._checks import CHECKPOINT_ITEMSIZES
-from inert._errors import ERROR_CLASSES
+from inert._errors import ERROR_CLASSES, byte_count
 from inert.spec import _rule_expr
 from inert.spec._grammar import (
     Array,
@@ -79,7 +79,7 @@ def _limits(con: Any) -> str:
         return f"length ≤ {_number(con.max_len)}"
     if isinstance(con, Array):
         smallest = min_size(con.element)
-        text = f"count ≤ {_number(con.max_count)}; each element ≥ {smallest} byte{'s' if smallest != 1 else ''}"
+        text = f"count ≤ {_number(con.max_count)}; each element ≥ {byte_count(smallest)}"
         inner = _limits(con.element)
         return f"{text}; each element: {inner}" if inner else text
     if isinstance(con, Optional):
@@ -195,7 +195,7 @@ def _type_section(con: Record | Union, lines: list[str]) -> None:
         padded = [name for name, sub in con.fields if isinstance(sub, Padding)]
         keys = "these keys" if not padded else f"these keys but {', '.join(f'`{n}`' for n in padded)} (padding)"
         lines.append(f"A record: the fields in order; JSON: an object with {keys}.  Smallest encoding: "
-                     f"{smallest} bytes.")
+                     f"{byte_count(smallest)}.")
         lines.append("")
         _record_table(con, lines)
     else:
@@ -204,7 +204,7 @@ def _type_section(con: Record | Union, lines: list[str]) -> None:
             f"A union: a `{con.tag.scalar.typename}` tag `{con.tag_field}` ({enum_cls.__name__}), then the "
             f"fields of the case it selects. JSON: one object holding `{con.tag_field}` (the member name) beside "
             "the case's fields. Any other tag value is rejected (`unknown-tag`).  Smallest encoding: "
-            f"{smallest} bytes (the tag and its smallest case).  A case's own rules report the offset of the "
+            f"{byte_count(smallest)} (the tag and its smallest case).  A case's own rules report the offset of the "
             "byte after the tag."
         )
         lines.append("")

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from inert._errors import byte_count
 from inert.gen import c_python, grammar_hash, py_tables
 from inert.gen.emitter import LineEmitter
 from inert.gen.py_rules import RecordRules
@@ -417,7 +418,7 @@ class _ReadEmitter(LineEmitter):
 
     def scalar_read(self, sub: Scalar, local: str, path: str, ind: int) -> None:
         self.emit(ind, f"if off + {sub.size} > n:")
-        self.emit(ind + 1, f"raise TruncatedError(FORMAT, off, {path}, f\"{sub.size} bytes needed, {{n - off}} present\")")
+        self.emit(ind + 1, f"raise TruncatedError(FORMAT, off, {path}, f\"{byte_count(sub.size)} needed, {{n - off}} present\")")
         if sub.code == "B":
             self.emit(ind, f"{local} = buf[off]")
         else:
@@ -465,7 +466,7 @@ class _ReadEmitter(LineEmitter):
         elif isinstance(sub, Optional):
             flag = self.fresh("flag")
             self.emit(ind, "if off >= n:")
-            self.emit(ind + 1, f"raise TruncatedError(FORMAT, off, {path}, \"1 bytes needed, 0 present\")")
+            self.emit(ind + 1, f"raise TruncatedError(FORMAT, off, {path}, \"1 byte needed, 0 present\")")
             self.emit(ind, f"{flag} = buf[off]")
             self.emit(ind, f"if {flag} > 1:")
             self.emit(ind + 1, f"raise InvalidValueError(FORMAT, off, {path}, f\"boolean byte is {{{flag}}}, not 0 or 1\")")
@@ -503,7 +504,7 @@ class _ReadEmitter(LineEmitter):
         pad = self.fresh("pad")
         self.emit(ind, f"{pad} = -off % {align}")
         self.emit(ind, f"if off + {pad} > n:")
-        self.emit(ind + 1, f"raise TruncatedError(FORMAT, off, {path}, f\"{{{pad}}} padding bytes needed, {{n - off}} present\")")
+        self.emit(ind + 1, f"raise TruncatedError(FORMAT, off, {path}, f\"{{byte_count({pad})}} of padding needed, {{n - off}} present\")")
         self.emit(ind, f"if {pad}:")
         self.emit(ind + 1, f"check_zero(FORMAT, buf, off, {pad}, {path})")
         self.emit(ind + 1, f"off += {pad}")
@@ -528,7 +529,7 @@ class _ReadEmitter(LineEmitter):
         self.emit(ind + 1, f"raise LimitError(FORMAT, {start}, {path}, f\"length {{{length}}} exceeds max_len({sub.max_len})\")")
         self.padding(sub.align, path, ind)
         self.emit(ind, f"if {length} > n - off:")
-        self.emit(ind + 1, f"raise TruncatedError(FORMAT, off, {path}, f\"{{{length}}} bytes needed, {{n - off}} present\")")
+        self.emit(ind + 1, f"raise TruncatedError(FORMAT, off, {path}, f\"{{byte_count({length})}} needed, {{n - off}} present\")")
         self.emit(ind, f"{local} = memoryview(buf)[off:off + {length}]")
         self.emit(ind, f"off += {length}")
 
@@ -539,7 +540,7 @@ class _ReadEmitter(LineEmitter):
             ind + 1, f"raise LimitError(FORMAT, {start}, {path}, f\"document length {{{length}}} exceeds max_len({sub.max_len})\")"
         )
         self.emit(ind, f"if {length} > n - off:")
-        self.emit(ind + 1, f"raise TruncatedError(FORMAT, off, {path}, f\"{{{length}}} bytes needed, {{n - off}} present\")")
+        self.emit(ind + 1, f"raise TruncatedError(FORMAT, off, {path}, f\"{{byte_count({length})}} needed, {{n - off}} present\")")
         self.emit(ind, f"{local} = unpack_value(FORMAT, buf[off:off + {length}], off, {path}, {sub.max_depth})")
         self.emit(ind, f"off += {length}")
 
@@ -556,7 +557,7 @@ class _ReadEmitter(LineEmitter):
         self.emit(ind, f"if {length} > {sub.max_len}:")
         self.emit(ind + 1, f"raise LimitError(FORMAT, {start}, {path}, f\"string length {{{length}}} exceeds max_len({sub.max_len})\")")
         self.emit(ind, f"if off + {length} > n:")
-        self.emit(ind + 1, f"raise TruncatedError(FORMAT, off, {path}, f\"{{{length}}} bytes needed, {{n - off}} present\")")
+        self.emit(ind + 1, f"raise TruncatedError(FORMAT, off, {path}, f\"{{byte_count({length})}} needed, {{n - off}} present\")")
         err = self.fresh("exc")
         self.emit(ind, "try:")
         self.emit(ind + 1, f"{local} = {self.text(sub, f'buf[off:off + {length}]')}")
@@ -588,7 +589,7 @@ class _ReadEmitter(LineEmitter):
 
     def _prefix(self, prefix: Scalar, local: str, path: str, ind: int) -> None:
         self.emit(ind, f"if off + {prefix.size} > n:")
-        self.emit(ind + 1, f"raise TruncatedError(FORMAT, off, {path}, f\"{prefix.size} bytes needed, {{n - off}} present\")")
+        self.emit(ind + 1, f"raise TruncatedError(FORMAT, off, {path}, f\"{byte_count(prefix.size)} needed, {{n - off}} present\")")
         self.emit(ind, f"({local},) = {self.mod.struct(prefix.code)}.unpack_from(buf, off)")
         self.emit(ind, f"off += {prefix.size}")
 
@@ -600,7 +601,7 @@ class _ReadEmitter(LineEmitter):
         self.emit(ind, f"if {count} * {smallest} > n - off:")
         self.emit(
             ind + 1,
-            f"raise TruncatedError(FORMAT, {start}, {path}, f\"{{{count}}} elements need at least {{{count} * {smallest}}} bytes, {{n - off}} present\")",
+            f"raise TruncatedError(FORMAT, {start}, {path}, f\"{{{count}}} elements need at least {{byte_count({count} * {smallest})}}, {{n - off}} present\")",
         )
         element = sub.element
         if isinstance(element, Scalar):
@@ -877,6 +878,7 @@ from inert._errors import (
     UnknownTagError,
     WriteTypeError,
     WriteValueError,
+    byte_count,
 )
 
 if TYPE_CHECKING:
@@ -906,7 +908,7 @@ def decode(data: Buffer, *, version: int = LATEST{param_sig}) -> {value_type}:
 {accel_call}    reader = {latest_reader} if version == LATEST else for_version(FORMAT, _READERS, version)
     value, off = reader(buf, 0, 0, {ctx})
     if off != len(buf):
-        raise TrailingBytesError(FORMAT, off, "", f"{{len(buf) - off}} bytes after the end of the value")
+        raise TrailingBytesError(FORMAT, off, "", f"{{byte_count(len(buf) - off)}} after the end of the value")
     return value
 {accel_bind}
 
@@ -938,11 +940,11 @@ def decode(data: Buffer, *, version: int | None = None, max_size: int = MAX_SIZE
     buf = as_buffer(data)
 {accel_call}    limit = min(max_size, MAX_SIZE)
     if len(buf) > limit:
-        raise LimitError(FORMAT, 0, "", f"input of {{len(buf)}} bytes exceeds max_size({{limit}})")
+        raise LimitError(FORMAT, 0, "", f"input of {{byte_count(len(buf))}} exceeds max_size({{limit}})")
     version = read_file_header(FORMAT, buf, MAGIC, VERSIONS, version)
     value, off = _READERS[version](buf, HEADER_SIZE, 0, {ctx})
     if off != len(buf):
-        raise TrailingBytesError(FORMAT, off, "", f"{{len(buf) - off}} bytes after the end of the value")
+        raise TrailingBytesError(FORMAT, off, "", f"{{byte_count(len(buf) - off)}} after the end of the value")
     return value
 
 
@@ -973,7 +975,7 @@ def decode_{part}(data: Buffer, *, version: int = LATEST{param_sig}) -> {value_t
     reader = {latest_reader} if version == LATEST else for_version(FORMAT, _{upper}_READERS, version)
     value, off = reader(buf, 0, 0, {ctx})
     if off != len(buf):
-        raise TrailingBytesError(FORMAT, off, "", f"{{len(buf) - off}} bytes after the end of the value")
+        raise TrailingBytesError(FORMAT, off, "", f"{{byte_count(len(buf) - off)}} after the end of the value")
     return value
 
 
