@@ -146,3 +146,19 @@ def test_every_subpackage_is_listed_for_the_wheel() -> None:
             if "__pycache__" not in relative and "corpus" not in relative:
                 present.add(".".join((package, *relative)))
     assert present - listed == set(), "packages missing from pyproject.toml's [tool.setuptools] packages"
+
+
+def test_the_readme_format_table_names_every_version_of_every_format() -> None:
+    """The README's table of formats agrees with the spec: each format's row names each of its versions."""
+    from inert.spec import FORMATS
+
+    text = (ROOT / "README.md").read_text()
+    table = text[text.index("| format | replaces | spec |"):]
+    rows = table[:table.index("\n\n")].splitlines()[2:]
+    for name, grammar in FORMATS.items():
+        (row,) = [r for r in rows if f"`{name}`" in r]
+        cell = row.split("|")[1]
+        # the versions listed after this format's name (a cell may list several formats)
+        after = cell[cell.index(f"`{name}`") + len(name) + 2:].split("`")[0]
+        named = {int(v) for v in re.findall(r"\bv(\d+)", after)}
+        assert named == set(grammar.versions), f"{name}: README names {sorted(named)}, the spec has {sorted(grammar.versions)}"
