@@ -110,11 +110,20 @@ def test_anything_else_is_dcps_planner(tmp_path: Path, case: str) -> None:
     assert ours_plan.items == theirs_plan.items
 
 
-def test_a_shape_mismatch_is_dcps_error(tmp_path: Path) -> None:
+def test_a_shape_mismatch_is_dcps_outcome(tmp_path: Path) -> None:
+    """DCP's error where the release checks sizes (2.13: "Size mismatch"); its plan where it does not (2.2)."""
     metadata, state = _saved(tmp_path), _state()
     state["model"]["w"] = torch.zeros(4, 3)
-    planner = CrossReleaseLoadPlanner()
+    planner, dcp_planner = CrossReleaseLoadPlanner(), DefaultLoadPlanner()
     planner.set_up_planner(copy.deepcopy(state), metadata, True)
+    dcp_planner.set_up_planner(copy.deepcopy(state), metadata, True)
     assert whole_tensor_plan(planner.state_dict, metadata) is None
-    with pytest.raises(ValueError, match="Size mismatch"):
-        planner.create_local_plan()
+    try:
+        theirs = dcp_planner.create_local_plan()
+    except ValueError as error:
+        assert "Size mismatch" in str(error)
+        with pytest.raises(ValueError) as ours:
+            planner.create_local_plan()
+        assert str(ours.value) == str(error)
+        return
+    assert planner.create_local_plan().items == theirs.items
