@@ -278,33 +278,61 @@ indexes of the first element breaking `all(...)` (its position in the sequence i
 pair's in `zip`), then of the first breaking an `all(...)` inside it, or of the first repeat of
 `distinct(...)`.
 
-Order of the checks, when two rules could both apply:
+"""
 
+_ORDER_FILE = """\
 * A file format checks the input's size first (`file.max-size`, before any byte is read),
   then the magic: input whose first 8 bytes are not the magic, and input shorter than 8
   bytes (the empty input and a proper prefix of the magic included), is `foreign-format`,
-  never `truncated`; then `format_version` (2 bytes: fewer is `truncated`), then the top level.
-* The fields are read in byte order, and each field's rules are checked as it is read:
-  a length or count first against its limit (`limit`), then against the bytes present
-  (`truncated`, each element at least its type's smallest encoding, given in its section or
-  the limits column), then its value (UTF-8, a tag, a boolean, a value document's own rules in
-  the order of [value documents](value_documents.md)).
+  never `truncated`; then `format_version` (2 bytes: fewer is `truncated`), then the top level."""
+
+_ORDER_PADDING = """\
 * Padding (a `Padding` field, or the padding inside a padded `Bytes` field) is checked whole:
   all its bytes present (`truncated`), then every byte zero (`invalid-value`).  A padded
   `Bytes` field: its length against its limit (`limit`), then its padding so, and only then
-  the data against the bytes present (`truncated`).
-* A record's own rules (the format's rules at the end of this list, and the rules named in
-  its Validation line) run after its last field, before anything after the record is read,
-  in the order listed (where one rule covers several fields or elements: in their order);
-  they report the offset of the record's first field.  A `crc32` field is a field: it is
+  the data against the bytes present (`truncated`)."""
+
+_ORDER_CRC32 = """\
+  A `crc32` field is a field: it is
   checked when it is read, so a CRC-32 is checked before the rules of the record it ends
   (a document's cross references included), and after the rules of every record inside that
   record (a tensor or compressed body inside a checkpoint-shard record, a dump row's fields):
-  those ran after their own last field, which comes before the CRC-32.
-"""
+  those ran after their own last field, which comes before the CRC-32."""
+
+
+def _order_section(fmt: Format) -> str:
+    """The order of the checks as it applies to this format: a header-less format has no size limit,
+    magic or version to check first, a format without padding or CRC-32s no rule for them."""
+    ids = {rule.id for rule in fmt.rules()}
+    checked = [what for rule, what in (("grammar.utf8", "UTF-8"), ("grammar.tag", "a tag"), ("grammar.bool", "a boolean"))
+               if rule in ids]
+    if any(i.startswith("value.") for i in ids):
+        checked.append("a value document's own rules in\n  the order of [value documents](value_documents.md)")
+    parts = ["Order of the checks, when two rules could both apply:\n"]
+    if "file.magic" in ids:
+        parts.append(_ORDER_FILE)
+    else:
+        parts.append("* The format has no header: no size limit, magic or `format_version` is checked (the\n"
+                     "  version is the one the caller names); the top level is read first.")
+    fields = "* The fields are read in byte order, and each field's rules are checked as it is read:\n  "
+    if ids & {"grammar.count", "grammar.string-length", "grammar.bytes-length", "grammar.document-length"}:
+        fields += ("a length or count first against its limit (`limit`), then against the bytes present\n"
+                   "  (`truncated`, each element at least its type's smallest encoding, given in its section or\n"
+                   "  the limits column)")
+    else:
+        fields += "each field against the bytes present (`truncated`)"
+    parts.append(fields + (f", then its value ({', '.join(checked)})." if checked else "."))
+    if "grammar.padding" in ids:
+        parts.append(_ORDER_PADDING)
+    parts.append("* A record's own rules (the format's rules at the end of this list, and the rules named in\n"
+                 "  its Validation line) run after its last field, before anything after the record is read,\n"
+                 "  in the order listed (where one rule covers several fields or elements: in their order);\n"
+                 "  they report the offset of the record's first field." + (_ORDER_CRC32 if "file.crc32" in ids else ""))
+    return "\n".join(parts) + "\n"
+
 
 def _rules_section(fmt: Format) -> str:
-    lines = [_RULES_PREAMBLE]
+    lines = [_RULES_PREAMBLE + _order_section(fmt)]
     for number, rule in enumerate(fmt.rules(), 1):
         field = {"*": "any", "": "the whole input"}.get(rule.field, " or ".join(f"`{f}`" for f in rule.field.split("|")))
         lines.append(f"{number}. **`{rule.id}`** ({rule.kind}; field: {field}): {_with_values(fmt, rule.sentence)} "
