@@ -792,8 +792,8 @@ static int special(Pool *pool, const char *name, inert_value *in, inert_value *o
         double parts[2];
         for (int k = 0; k < 2; k++) {
             const inert_value *x = &in->items[k];
-            parts[k] = x->kind == INERT_VALUE_FLOAT ? x->f : x->kind == INERT_VALUE_INT ? (double)x->i : (double)x->u;
-            if (x->kind != INERT_VALUE_FLOAT && x->kind != INERT_VALUE_INT && x->kind != INERT_VALUE_UINT) return 0;
+            if (x->kind != INERT_VALUE_FLOAT) return 0;  /* a part is a float: `1` is an int, no part's spelling */
+            parts[k] = x->f;
         }
         out->kind = INERT_VALUE_COMPLEX, out->f = parts[0], out->imag = parts[1];
         return 1;
@@ -852,9 +852,11 @@ static int jobject(Json *j, Pool *pool, inert_value *out, int depth) {
     if (n == 1 && members[0].name[0] == '$') {
         int ok = special(pool, members[0].name, &members[0].value, out);
         free(members);
-        if (!ok && !pool->unsupported && !pool->malformed) pool->unsupported = "an extension value the testee does not know";
+        if (!ok && !pool->unsupported && !pool->malformed) pool->malformed = "a $ key that is not a spelling, or a spelling of the wrong shape";
         return 1;
     }
+    for (size_t k = 0; k < n; k++)  /* a str key starting with $ is spelt in $map: such an object is no value's spelling */
+        if (members[k].name[0] == '$' && !pool->unsupported && !pool->malformed) pool->malformed = "an object of several keys, one starting with $";
     inert_member *kept = pool_alloc(pool, n, sizeof *kept);
     if (n) memcpy(kept, members, n * sizeof *members);
     free(members);

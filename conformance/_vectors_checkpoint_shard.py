@@ -643,6 +643,7 @@ def build_record(version: int = 1) -> Corpus:
                    {"body": {"kind": "TENSOR", "dtype": DTYPES["FLOAT32"][0], "shape": [2], "data": b64(bytes(4))}},
                    "write-value")
     base64_write_vectors(c)
+    spelling_write_vectors(c)
     if version >= 2:
         zstd_vectors(c)
     return c
@@ -660,6 +661,25 @@ def base64_write_vectors(c: Corpus) -> None:
                        {"body": {**four, "data": {"$bytes": spelling}}}, "write-type")
     c.refuse_write("Base64UrlAlphabet", "a value's bytes in the URL-safe alphabet (-_8= for +/8=)",
                    {"body": {"kind": "VALUE", "value": {"$bytes": "-_8="}}}, "write-type")
+
+
+def spelling_write_vectors(c: Corpus) -> None:
+    """Objects that are no value's spelling (PROTOCOL.md): ``write-type``; a ``$map`` key or ``$set`` member twice,
+    the right type breaking the rule of one key or member: ``write-value``."""
+    for name, what, value, kind in (
+        ("ComplexIntPart", "a complex number with an integer part (1 for 1.0)", {"$complex": [1, 2.0]}, "write-type"),
+        ("ComplexThreeParts", "a complex number of three parts", {"$complex": [1.0, 2.0, 3.0]}, "write-type"),
+        ("BytesNotText", "$bytes given a number", {"$bytes": 5}, "write-type"),
+        ("FloatNotNamed", "$float given a number's text other than nan, inf, -inf", {"$float": "1.5"}, "write-type"),
+        ("DollarKeyNoSpelling", "an object whose one key starts with $ and is no spelling (a str key is spelt in "
+         "$map then)", {"$x": 1}, "write-type"),
+        ("DollarKeyBesideOthers", "an object of two keys, one a spelling's ($tuple)", {"$tuple": [], "x": 1},
+         "write-type"),
+        ("MapKeyTwice", "a $map holding the key a twice", {"$map": [["a", 1], ["a", 2]]}, "write-value"),
+        ("SetMemberTwice", "a $set holding the member a twice", {"$set": ["a", "a"]}, "write-value"),
+        ("FrozensetMemberTwice", "a $frozenset holding the member a twice", {"$frozenset": ["a", "a"]}, "write-value"),
+    ):
+        c.refuse_write(f"Spelling{name}", what, {"body": {"kind": "VALUE", "value": value}}, kind)
 
 
 def build_record_v2() -> Corpus:

@@ -32,7 +32,13 @@ from typing import Any
 
 from inert._value_types import ArrayValue, DeviceValue, DTypeValue, ObjectValue, SizeValue
 
-__all__ = ["to_json", "from_json", "to_json_value"]
+__all__ = ["SpellingValueError", "to_json", "from_json", "to_json_value"]
+
+
+class SpellingValueError(ValueError):
+    """A spelling of the right type that breaks a rule (a ``$map`` key or a ``$set`` member twice): ``write-value``.
+
+    Any other ``ValueError`` of :func:`from_json` is no value's spelling: ``write-type`` (PROTOCOL.md)."""
 
 
 def _text(obj: Any) -> str:
@@ -109,12 +115,12 @@ def to_json(value: Any) -> str:
 _SPELLINGS: dict[str, Any] = {
     "$bytes": _unb64,
     "$bytearray": lambda v: bytearray(_unb64(v)),
-    "$float": float,
+    "$float": lambda v: float(v) if v in ("nan", "inf", "-inf") else _no(f"{v!r} is not nan, inf or -inf"),
     "$tuple": lambda v: tuple(_from_json_value(x) for x in v),
-    "$set": lambda v: {_from_json_value(x) for x in v},
-    "$frozenset": lambda v: frozenset(_from_json_value(x) for x in v),
-    "$complex": lambda v: complex(*(_from_json_value(x) for x in v)),
-    "$map": lambda v: {_from_json_value(k): _from_json_value(x) for k, x in v},
+    "$set": lambda v: set(_once([_from_json_value(x) for x in v], "set member")),
+    "$frozenset": lambda v: frozenset(_once([_from_json_value(x) for x in v], "set member")),
+    "$complex": lambda v: complex(*(_part(x) for x in v)),
+    "$map": lambda v: _pairs([(_from_json_value(k), _from_json_value(x)) for k, x in v]),
     "$bytesio": lambda v: io.BytesIO(_unb64(v)),
     "$array": lambda v: ArrayValue(v["dtype"], tuple(v["shape"]), _unb64(v["data"])),
     "$arrayscalar": lambda v: ArrayValue(v["dtype"], (), _unb64(v["data"]), scalar=True),
@@ -125,6 +131,34 @@ _SPELLINGS: dict[str, Any] = {
 }
 
 
+def _no(reason: str) -> Any:
+    raise ValueError(reason)
+
+
+def _once(items: list[Any], what: str) -> list[Any]:
+    """``items``, refused when a str or bytes one comes twice (others are refused by the writer, as the wrong type)."""
+    seen: set[Any] = set()
+    for item in items:
+        if isinstance(item, (str, bytes)):
+            if item in seen:
+                raise SpellingValueError(f"{what} {item!r} twice")
+            seen.add(item)
+    return items
+
+
+def _pairs(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
+    _once([k for k, _ in pairs], "map key")
+    return dict(pairs)
+
+
+def _part(x: Any) -> float:
+    """A complex number's part: a float, spelled with a fraction or exponent or as ``$float`` (``1`` is an int)."""
+    part = _from_json_value(x)
+    if not isinstance(part, float):
+        raise TypeError(f"a part is a float, not {type(part).__name__}")
+    return part
+
+
 def _from_json_value(obj: Any) -> Any:
     if isinstance(obj, dict):
         if len(obj) == 1:
@@ -133,8 +167,14 @@ def _from_json_value(obj: Any) -> Any:
             if spelling is not None:
                 try:
                     return spelling(inner)
+                except SpellingValueError:
+                    raise
                 except (TypeError, ValueError, KeyError, IndexError) as exc:  # binascii.Error is a ValueError
                     raise ValueError(f"{{{key!r}: ...}} is not a valid spelling: {exc}") from None
+        dollar = next((k for k in obj if k.startswith("$")), None)
+        if dollar is not None:  # a str key starting with $ is spelt in $map: this is no value's spelling
+            raise ValueError(f"{dollar!r} is not a spelling" if len(obj) == 1 else
+                             f"an object of {len(obj)} keys, one of them {dollar!r}, is no spelling")
         return {k: _from_json_value(v) for k, v in obj.items()}
     if isinstance(obj, list):
         return [_from_json_value(v) for v in obj]

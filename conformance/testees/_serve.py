@@ -6,7 +6,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from inert._canonical import from_json, to_json
+from inert._canonical import SpellingValueError, from_json, to_json
 from inert._errors import InertError, WriteTypeError, WriteValueError
 
 from .._protocol import Request, Response, read_request, write_response
@@ -41,6 +41,8 @@ def answer(codec: Codec, request: Request) -> Response:
             return Response("accept", payload=to_json(value).encode("utf-8"))
         try:
             value = from_json(request.payload.decode("utf-8"))
+        except SpellingValueError as exc:  # a $map key or $set member twice: the right type breaking a rule
+            return Response("reject", kind="write-value", message=f"{request.format}: <root>: {exc}")
         except ValueError as exc:  # not a value's spelling (lenient base64, ...): the wrong type (PROTOCOL.md)
             return Response("reject", kind="write-type", message=f"{request.format}: <root>: {exc}")
         return Response("accept", payload=encode(request.format, request.version, value))
