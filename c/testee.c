@@ -1001,6 +1001,10 @@ static void answer(const Header *h, const uint8_t *payload, size_t n) {
     for (size_t k = 0; e && e->versions[k]; k++) known_version |= e->versions[k] == h->version;
     const char *unsupported = NULL;
     if (!strcmp(h->op, "encode")) {
+        if (e && !known_version) {  /* a version the format does not have: no writer of it (PROTOCOL.md) */
+            respond("unsupported", NULL, "version not written by the generated C writer", NULL);
+            return;
+        }
         encode_answer(h, payload, n);
         return;
     }

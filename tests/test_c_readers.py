@@ -446,3 +446,23 @@ def test_the_c_writer_sizes_nested_extensions_once_per_level(testee: str) -> Non
             response = c_writer.ask(Request("encode", "checkpoint-shard.record", 1, to_json(record).encode(), {}))
             assert response.result == "accept", response.describe()
             assert response.payload == checkpoint_shard.encode_record(record, version=1)
+
+
+_SHM_MESSAGE = bytes.fromhex("01" + "00" * 32 + "0100")  # a SCHEDULED_TASK, BATCH of no argument
+_UNSUPPORTED = (
+    # A version the format does not have (a header-less format's, named by the request): no testee's (PROTOCOL.md).
+    Request("decode", "shm-message", 2, _SHM_MESSAGE, {}),
+    Request("encode", "shm-message", 2, b"{}", {}),
+    Request("decode", "checkpoint-metadata", 3, b"", {}),
+    Request("encode", "checkpoint-metadata", 3, b"{}", {}),
+)
+
+
+@pytest.mark.parametrize("which", ["c", "inert-generated", "inert-construct"])
+def test_what_a_format_does_not_have_is_unsupported_by_every_testee(testee: str, which: str) -> None:
+    argv = [testee] if which == "c" else [sys.executable, "-m", "inert.conformance.testees." + which.replace("-", "_")]
+    with CTestee(argv, timeout=30) as t:
+        assert t.ask(Request("decode", "shm-message", 1, _SHM_MESSAGE, {})).result == "accept"
+        for request in _UNSUPPORTED:
+            response = t.ask(request)
+            assert response.result == "unsupported", (request.header(), response.describe())
