@@ -136,6 +136,8 @@ def document_file_vectors(c: Corpus, magic: bytes, rep: Piece, newest: int = 1) 
              Piece(damaged, {**rep.value, "crc32": rep.value["crc32"] ^ (1 << 24)}), NO_CHECKSUMS)
     c.reject("MaxSizeExceeded", "a file longer than the caller's max_size", rep.data, "limit", {"max_size": len(rep.data) - 1})
     c.accept("MaxSizeExact", "a file exactly as long as the caller's max_size", rep, {"max_size": len(rep.data)})
+    c.accept("MaxSizeAboveFormat", "a caller's max_size (2**40) above the format's own: taken, the lower "
+             "applies", rep, {"max_size": 2**40}, rule="file.max-size")
     c.reject("MaxSizeBeforeMagic", "a pickle longer than the caller's max_size: the size is checked before the magic",
              PICKLE, "limit", {"max_size": len(PICKLE) - 1}, rule="file.max-size")
 

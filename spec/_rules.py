@@ -133,7 +133,8 @@ FILE_RULES: tuple[SpecRule, ...] = (
     SpecRule("file.version", "The format_version after the magic is one this reader knows.", "version",
              "format_version", "format_version in versions", r"is not supported \(this reader knows"),
     SpecRule("file.max-size", "The whole input is at most the format's max_size (or a lower limit the caller "
-             "sets), checked before anything is read.", "limit", "", "len(data) <= max_size",
+             "sets: a caller's max_size above the format's is taken and changes nothing, `MaxSizeAboveFormat`), "
+             "checked before anything is read.", "limit", "", "len(data) <= max_size",
              r"^input of \d+ bytes? exceeds max_size"),
     SpecRule("file.crc32", "A Crc32 field holds the CRC-32 (ISO-HDLC: polynomial 0x04C11DB7 reflected, initial "
              "and final XOR 0xFFFFFFFF, as zlib.crc32) of every byte of its record before it, from the record's "

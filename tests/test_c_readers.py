@@ -455,6 +455,11 @@ _UNSUPPORTED = (
     Request("encode", "shm-message", 2, b"{}", {}),
     Request("decode", "checkpoint-metadata", 3, b"", {}),
     Request("encode", "checkpoint-metadata", 3, b"{}", {}),
+    # A parameter the format or part does not take.
+    Request("decode", "shm-message", 1, _SHM_MESSAGE, {"max_size": 64}),
+    Request("decode", "shm-message", 1, _SHM_MESSAGE, {"no_such_parameter": 1}),
+    Request("decode", "checkpoint-metadata", 1, b"", {"chunk_size": 8}),
+    Request("decode", "checkpoint-shard.record", 1, b"", {"max_size": 64}),
 )
 
 

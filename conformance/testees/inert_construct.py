@@ -26,6 +26,10 @@ def decode(fmt: str, version: int, data: bytes, params: dict[str, Any]) -> Any:
     from inert._interpret import interpret_decode
 
     grammar, part = _format(fmt, version)
+    taken = set(grammar.params) | ({"max_size"} if grammar.magic and not part else set())
+    unknown = set(params) - taken
+    if unknown:  # a parameter this reader does not take: unsupported (PROTOCOL.md)
+        raise LookupError(f"{fmt} takes no parameter {sorted(unknown)[0]}")
     return interpret_decode(grammar, data, version, part=part, **params)
 
 

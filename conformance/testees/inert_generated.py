@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 from types import ModuleType
 from typing import Any
 
@@ -26,9 +27,12 @@ def _module(fmt: str, version: int) -> tuple[ModuleType, str]:
 
 def decode(fmt: str, version: int, data: bytes, params: dict[str, Any]) -> Any:
     module, suffix = _module(fmt, version)
-    if hasattr(module, "MAGIC") and not suffix:  # a file names its version in its header
-        return module.decode(data, **params)
-    return getattr(module, f"decode{suffix}")(data, version=version, **params)
+    whole = hasattr(module, "MAGIC") and not suffix  # a file names its version in its header
+    reader = module.decode if whole else getattr(module, f"decode{suffix}")
+    unknown = set(params) - set(inspect.signature(reader).parameters) - {"version"}
+    if unknown:  # a parameter this reader does not take: unsupported (PROTOCOL.md)
+        raise LookupError(f"{fmt} takes no parameter {sorted(unknown)[0]}")
+    return reader(data, **params) if whole else reader(data, version=version, **params)
 
 
 def encode(fmt: str, version: int, value: Any) -> bytes:
