@@ -297,6 +297,9 @@ def typed_rejects() -> list[tuple[str, str, Any, str]]:
         ("ValueTorchSizeNotArray", "a torch.Size holding a string", ext(9, pack("2x3")), "invalid-value"),
         ("ValueTorchDtypeUnknown", "a torch.dtype of code 0", ext(10, b"\x00"), "unknown-tag"),
         ("ValueTorchDtypeLong", "a torch.dtype extension of 2 bytes", ext(10, bytes([f32, f32])), "invalid-value"),
+        ("ValueTorchDtypeEmpty", "a torch.dtype extension of 0 bytes: not exactly 1, invalid-value (no document to "
+         "cut short, unlike 9, 11 and 12; code 8's dtype byte is a field, so empty is truncated there)", ext(10, b""),
+         "invalid-value"),
         ("ValueTorchDeviceBadType", "a torch.device whose type is not [a-z][a-z0-9_]*", ext(11, pack(["cu da", 0])),
          "invalid-value"),
         ("ValueTorchDeviceNegative", "a torch.device of index -1", ext(11, pack(["cuda", -1])), "invalid-value"),

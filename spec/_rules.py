@@ -198,7 +198,8 @@ VALUE_RULES: tuple[SpecRule, ...] = (
            "invalid-value", r"^array scalar extension: "),
     _value("typed-size", "A torch.Size extension (9) holds a document of an array of at most 64 ints 0..2**63-1.",
            "invalid-value", r"^torch\.Size extension: "),
-    _value("typed-dtype", "A torch.dtype extension (10) holds one byte.", "invalid-value", r"^torch\.dtype extension: "),
+    _value("typed-dtype", "A torch.dtype extension (10) holds exactly one byte (an empty one breaks this "
+           "rule, not grammar.truncated).", "invalid-value", r"^torch\.dtype extension: "),
     _value("typed-device", "A torch.device extension (11) holds a document [type, index]: type matches "
            "[a-z][a-z0-9_]{0,31}, index nil or an int 0..2**31-1.", "invalid-value", r"^torch\.device extension: "),
     _value("typed-object", "A registered object extension (12) holds a document [name, state]: a name of 1 to 256 "

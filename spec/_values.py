@@ -42,7 +42,8 @@ EXTENSIONS: tuple[tuple[int, str, str, str], ...] = (
      '`{"$arrayscalar": {"data": "<base64>", "dtype": "<DType name>"}}`'),
     (9, "torch.Size", "a value document (the whole payload; canonical, its depth as the Depth section says) holding an "
      "array of at most 64 ints, each 0 to 2**63-1; " + _DOCUMENT_FAULTS, '`{"$torch.Size": [...]}`'),
-    (10, "torch.dtype", "exactly 1 byte (else `invalid-value`), a DType value 1 to 20, every one allowed "
+    (10, "torch.dtype", "exactly 1 byte (else `invalid-value`, an empty payload included: it is one "
+     "field of 1 byte, not a document or a header to cut short), a DType value 1 to 20, every one allowed "
      "(BFLOAT16 and the FLOAT8 types included; else `unknown-tag`)", '`{"$torch.dtype": "<DType name>"}`'),
     (11, "torch.device", "a value document holding the array `[type, index]`: `type` a str matching "
      "`[a-z][a-z0-9_]{0,31}`, `index` nil or an int 0 to 2**31-1; " + _DOCUMENT_FAULTS,
