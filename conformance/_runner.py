@@ -26,7 +26,7 @@ from typing import TextIO
 
 from inert._errors import HarnessError
 
-from ._corpus import CORPUS_DIR, Outcome, Vector, _input_parts, load_corpus
+from ._corpus import CORPUS_DIR, Outcome, Vector, _input_parts, canonical_text, load_corpus
 from ._protocol import Request, Response
 from ._testee import BUILTIN_TESTEES, Testee, TesteeFault, resolve_testee
 
@@ -115,6 +115,18 @@ def _traced_rule(vector: Vector) -> str | None:
     return next((rule for (_, rule) in trace.rejects), None)
 
 
+def _without_crc32(text: str) -> str:
+    """The value an encode test sends: the writer computes a top-level ``crc32`` (PROTOCOL.md), so an even one is
+    left out (it is not required) and an odd one replaced by its complement (a given one is ignored)."""
+    value = json.loads(text)
+    if not isinstance(value, dict) or not isinstance(value.get("crc32"), int):
+        return text
+    crc = value.pop("crc32")
+    if crc % 2:
+        value["crc32"] = crc ^ 0xFFFFFFFF
+    return canonical_text(value)
+
+
 def cases(vectors: Iterable[Vector]) -> Iterator[Case]:
     """The tests of each vector: decode it (and encode its value back when it must be accepted), or encode a refused value."""
     for v in vectors:
@@ -125,7 +137,7 @@ def cases(vectors: Iterable[Vector]) -> Iterator[Case]:
         accepted = v.accepted
         # A reader told to skip its checksums accepts bytes that are no value's encoding: nothing to encode back.
         if accepted is not None and v.params.get("verify_checksums") is not False:
-            request = Request("encode", v.format, v.version, accepted.text.encode("utf-8"))
+            request = Request("encode", v.format, v.version, _without_crc32(accepted.text).encode("utf-8"))
             yield Case(v.test_name + ".Encode", v, request, (Outcome("accept", text=v.data.hex()),))
 
 
