@@ -162,3 +162,14 @@ def test_the_readme_format_table_names_every_version_of_every_format() -> None:
         after = cell[cell.index(f"`{name}`") + len(name) + 2:].split("`")[0]
         named = {int(v) for v in re.findall(r"\bv(\d+)", after)}
         assert named == set(grammar.versions), f"{name}: README names {sorted(named)}, the spec has {sorted(grammar.versions)}"
+
+
+def test_an_accelerator_fault_is_one_line_of_the_cli() -> None:
+    """INERT_ACCEL set to what the codecs refuse (as a stale build under INERT_ACCEL=require is): one line, exit 2."""
+    import os
+
+    env = {**os.environ, "INERT_ACCEL": "bogus"}
+    proc = subprocess.run([sys.executable, "-m", "inert", "decode", "--format", "shm-message", "-"], input=b"",
+                          capture_output=True, env=env, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.decode().splitlines() == ["inert: accelerator: INERT_ACCEL='bogus': expected 'require', 'auto' or nothing"]

@@ -231,9 +231,13 @@ PIPE_CLOSED = 141
 
 
 def main(argv: list[str] | None = None) -> int:
+    from inert._accelerator import AcceleratorError
+
     try:
         code = _run(argv)
         sys.stdout.flush()  # here, not at exit: a reader gone by now is met below, not as "Exception ignored"
+    except AcceleratorError as exc:  # INERT_ACCEL=require and a stale or missing build: one line, as other faults
+        return _error("accelerator", exc, 2)
     except BrokenPipeError:
         if not _stdout_closed():
             raise  # another pipe (a testee's): not the reader of our output going away

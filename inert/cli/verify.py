@@ -32,7 +32,6 @@ from typing import Any
 
 from inert._errors import InertError, StorageError
 from inert._source import Source, open_source
-from inert.cli._verify_checkpoint import check_checkpoint
 from inert.cli.inspect import MANIFEST_NAME, source_kind
 from inert.cli.support import INVALID, OK, USAGE, CommandError, Progress, fail
 
@@ -154,6 +153,10 @@ def _verify_source(source: Source, keep_going: bool, threads: int, show_progress
     problems = _Problems(report, keep_going)
     try:
         if kind == "inert-checkpoint":
+            # Imported here, not with the parser: the codecs bind the accelerator when imported, which
+            # `inert gen` (regenerating them) and every other command must not depend on.
+            from inert.cli._verify_checkpoint import check_checkpoint
+
             check_checkpoint(source, problems, threads, show_progress)
         elif kind == "dump":
             _check_dump(source, problems, show_progress)
