@@ -99,7 +99,8 @@ def check_tiling(fqn: str, size: Sequence[int], chunks: Sequence[Any]) -> None:
     As many elements as the tensor, and no two chunks sharing a cell of the grid their
     boundaries draw: then they cover it exactly.  The grid costs a byte a cell, bounded
     by ``MAX_TILING_CELLS``, and a step per run of cells along the last dimension; chunks laid
-    out as a grid (any DCP sharding) make one cell each.  No numpy: verify needs none.
+    out as a grid (any DCP sharding) make one cell each.  numpy, where installed, marks a chunk in one slice;
+    without it (verify needs none) a run of cells at a time.
     """
     numel = math.prod(size)
     held = sum(math.prod(chunk.sizes) for chunk in chunks)
@@ -116,6 +117,24 @@ def check_tiling(fqn: str, size: Sequence[int], chunks: Sequence[Any]) -> None:
                          f"chunk boundaries draw {cells} cells, exceeds max_cells({MAX_TILING_CELLS})")
     where = [{at: i for i, at in enumerate(c)} for c in cuts]
     extents = [len(c) - 1 for c in cuts]
+    try:
+        import numpy
+    except ImportError:  # verify runs without numpy: the same grid, a run of cells at a time
+        _mark_runs(fqn, chunks, where, extents, cells)
+        return
+    # With numpy, a chunk's cells are one slice of the grid: the cost is the cells, not a Python step per
+    # run (chunks one cell wide along the last dimension would make millions of steps).
+    grid = numpy.zeros(extents, dtype=numpy.bool_)
+    for index, chunk in enumerate(chunks):
+        block = grid[tuple(slice(w[o], w[o + n]) for w, o, n in zip(where, chunk.offsets, chunk.sizes, strict=True))]
+        if block.any():
+            raise InvalidValueError("checkpoint-metadata", -1, f"{fqn}.chunks[{index}]",
+                                    f"the chunk at {tuple(chunk.offsets)} overlaps another")
+        block[...] = True
+
+
+def _mark_runs(fqn: str, chunks: Sequence[Any], where: list[dict[int, int]], extents: list[int], cells: int) -> None:
+    """:func:`check_tiling`'s grid without numpy: each chunk marked run by run along the last dimension."""
     taken = bytearray(cells)  # the grid, row-major: a chunk is runs along the last dimension, one per outer cell
     for index, chunk in enumerate(chunks):
         spans = [range(w[o], w[o + n]) for w, o, n in zip(where, chunk.offsets, chunk.sizes, strict=True)]
