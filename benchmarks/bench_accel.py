@@ -104,8 +104,8 @@ def main() -> None:
 
     import bench_dcp
     import bench_shm
-    from inert.codecs import checkpoint_metadata
 
+    from inert.codecs import checkpoint_metadata
     from inert.torch import dumps_metadata
 
     codecs = {*bench_shm.CODECS.values(), checkpoint_metadata}

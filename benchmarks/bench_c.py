@@ -70,8 +70,8 @@ def main() -> None:
               f"{validate / loads:>8.3f} {visit / loads:>8.3f} {python / loads:>7.2f}")
 
     import bench_dcp
-    from inert.codecs import checkpoint_metadata
 
+    from inert.codecs import checkpoint_metadata
     from inert.torch import dumps_metadata
 
     metadata = bench_dcp.synthetic_70b()

@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from inert.codecs import shm_message, shm_samples_meta
-from inert.spec import FORMATS
 
 from inert._interpret import interpret_decode, interpret_encode
+from inert.codecs import shm_message, shm_samples_meta
+from inert.spec import FORMATS
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from limits import fraction, load_line, memcpy_limit  # noqa: E402

@@ -5,6 +5,6 @@
 #ifndef INERT_GRAMMAR_HASH_H
 #define INERT_GRAMMAR_HASH_H
 
-#define INERT_GRAMMAR_HASH "88f873e4f172854b"
+#define INERT_GRAMMAR_HASH "dcc01904e08ce89c"
 
 #endif

@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-/* The error classes of conformance/PROTOCOL.md. */
+/* The error classes of inert/conformance/PROTOCOL.md. */
 typedef enum {
     INERT_OK = 0,
     INERT_TRUNCATED,
@@ -56,7 +56,7 @@ typedef struct {
 /* "<format>: offset N: <field>: <reason>", as the Python readers word it. */
 void inert_error_message(const inert_error *err, char *out, size_t cap);
 
-/* What a reader is told beyond the bytes (conformance/PROTOCOL.md, "params"). */
+/* What a reader is told beyond the bytes (inert/conformance/PROTOCOL.md, "params"). */
 typedef struct {
     int has_chunk_size;
     uint64_t chunk_size;

@@ -1,5 +1,5 @@
 /*
- * The conformance testee of Inert's generated C readers (conformance/PROTOCOL.md): reads requests on
+ * The conformance testee of Inert's generated C readers (inert/conformance/PROTOCOL.md): reads requests on
  * stdin, decodes each payload with the generated reader the registry (inert_formats.h) names, and
  * answers with the value's canonical JSON or the error's kind.  Nothing here knows a format: it
  * builds a tree from the visitor's events and prints it.  An encode request's canonical JSON becomes
@@ -620,7 +620,7 @@ static int parse_header(const char *text, size_t n, Header *h) {
     return j.p == j.end;
 }
 
-/* ---- encode requests: canonical JSON (conformance/PROTOCOL.md) as a value tree ------------------- */
+/* ---- encode requests: canonical JSON (inert/conformance/PROTOCOL.md) as a value tree ------------------- */
 
 typedef struct {
     void **blocks;

@@ -56,7 +56,6 @@ def _checkpoint(directory: Path, metadata: dict[str, Any], data: dict[str, int] 
     from unittest import mock
 
     from inert.codecs import checkpoint_metadata as cm
-
     from inert.torch._metadata import METADATA_VERSION  # the version this release's writer writes
 
     directory.mkdir(parents=True)

@@ -34,7 +34,7 @@ import atheris
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
-    sys.path.append(str(ROOT))  # at the end: the top-level codecs/ must not shadow the standard library
+    sys.path.append(str(ROOT))  # the checkout, at the end: an installed inert stays first
 
 __all__ = ["ResourceFinding", "time_limit", "memory_limit", "instrument", "guarded", "main"]
 
@@ -61,10 +61,9 @@ def instrument(*formats: str, grammar: bool = True) -> None:
     Importing only what a target reads keeps its start-up short.
     """
     with atheris.instrument_imports(include=["inert"]):
-        import inert.codecs
-
         import inert._checks  # noqa: F401
         import inert._codec_runtime  # noqa: F401
+        import inert.codecs
 
         if grammar:
             import inert.spec  # noqa: F401

@@ -6,7 +6,7 @@ computes a CRC-32 for.  Strategies (each a ``(frame, inflated_length, content or
 
 * ``honest``: content deflated by zstandard at a random level (the only case with a known result);
 * ``lying``: frames whose declared content size, or the record's ``inflated_length``, is not what
-  the blocks hold (hand-built frames, as ``conformance/_filelib.zstd_frame``);
+  the blocks hold (hand-built frames, as ``inert/conformance/_filelib.zstd_frame``);
 * ``truncated``: a real frame cut anywhere, or followed by extra bytes;
 * ``bombs``: RLE blocks (4 bytes for 128 KiB each) declaring up to 32768 times their size, some
   declaring far more than the reader's limit, some holding more or fewer blocks than declared;
@@ -27,11 +27,11 @@ import tracemalloc
 from typing import Any
 
 from hypothesis import strategies as st
-from inert.conformance._filelib import zstd_frame
 
 from fuzz.harness import ResourceFinding, memory_limit, time_limit
 from inert._errors import InertError, LimitError
 from inert._zstd import inflate
+from inert.conformance._filelib import zstd_frame
 
 __all__ = ["LIMIT", "bodies", "check"]
 

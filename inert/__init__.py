@@ -13,8 +13,6 @@ Integrations live in submodules named after their host (``inert.torch``,
 
 from __future__ import annotations
 
-import os as _os
-
 from ._errors import (
     ChecksumError,
     FileKindError,
@@ -33,15 +31,6 @@ from ._errors import (
 )
 
 __version__ = "0.1.0"
-
-# In a source checkout, spec/, codecs/ and conformance/ sit beside this folder;
-# pyproject maps them into this package for wheels and editable installs.  Map
-# them the same way here so that an uninstalled checkout imports identically.
-_root = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
-if not _os.path.isdir(_os.path.join(_os.path.dirname(__file__), "codecs")) and _os.path.isfile(
-    _os.path.join(_root, "spec", "__init__.py")
-):
-    __path__.append(_root)  # noqa: F821 - a package's __path__
 
 __all__ = [
     "InertError",

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from inert.codecs import MODULES
 
 from inert import _audit
+from inert.codecs import MODULES
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:

@@ -119,8 +119,9 @@ def _corrupt_once(mode: str, marker: str) -> None:
     if _corrupted:
         return
     _corrupted.append(mode)
-    from inert.codecs import shm_samples_meta
     from nvidia.dali._multiproc import worker
+
+    from inert.codecs import shm_samples_meta
 
     write = worker.write_shm_message
 
@@ -168,6 +169,7 @@ def _corrupt_once(mode: str, marker: str) -> None:
 def _write_shape(dims: tuple[int, ...]) -> None:
     """Samples meta whose first array has ``dims`` and no bytes: Inert's writer refuses it, so the layout's writes it."""
     import dali_layout
+
     from inert.codecs import shm_samples_meta
 
     def encode_shape(value: Any) -> bytes:

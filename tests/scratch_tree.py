@@ -14,7 +14,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 #: What a scratch copy holds: everything ``inert gen``, the vectors, the C build and the tests it runs read.
-PARTS = ("inert", "spec", "codecs", "c", "conformance", "docs", "tests", "setup.py", "pyproject.toml", "README.md",
+PARTS = ("inert", "c", "docs", "tests", "setup.py", "pyproject.toml", "README.md",
          "CHANGELOG.md", "MANIFEST.in", "inert-torch.pth")
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.so", "build", ".pytest_cache", "*.o")
 
@@ -39,7 +39,7 @@ def run(root: Path, *argv: str, timeout: float = 300, env: dict[str, str] | None
 
 
 #: What ``inert gen`` writes (and ``--freeze``).
-GENERATED = ("codecs", "c", "docs/spec", "spec/frozen.json")
+GENERATED = ("inert/codecs", "c", "docs/spec", "inert/spec/frozen.json")
 
 
 def snapshot(root: Path, parts: tuple[str, ...] = GENERATED) -> dict[str, bytes]:

@@ -25,15 +25,15 @@ import msgpack
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from inert.codecs import MODULES
-from inert.conformance._corpus import Vector, load_corpus
-from inert.spec import FORMATS
 from scratch_tree import build_wheel, clean_copy
 
 from inert import _accel  # (fails here, not later, when the extension is not built)
 from inert._canonical import to_json
 from inert._errors import InertError
+from inert.codecs import MODULES
+from inert.conformance._corpus import Vector, load_corpus
 from inert.gen.c_python import ACCELERATED, bind_lines
+from inert.spec import FORMATS
 
 ROOT = Path(__file__).resolve().parent.parent
 VECTORS = [v for v in load_corpus(formats=sorted(ACCELERATED)) if v.value is None]

@@ -7,16 +7,16 @@ import re
 from pathlib import Path
 
 import pytest
-from inert.codecs import shm_descriptor, shm_message
-from inert.spec import FORMATS
 
 from inert._errors import InertError, byte_count
 from inert._interpret import interpret_decode
+from inert.codecs import shm_descriptor, shm_message
+from inert.spec import FORMATS
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The emitters and runtimes whose messages count bytes.
 PYTHON = ["inert/gen/python.py", "inert/_codec_runtime.py", "inert/_value_doc.py", "inert/_value_types.py",
-          "inert/_interpret.py", "spec/_grammar.py"]
+          "inert/_interpret.py", "inert/spec/_grammar.py"]
 C = ["c/inert_runtime.c", "c/inert_msgpack.c", "c/inert_writer.c"]
 
 

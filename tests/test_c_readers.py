@@ -21,12 +21,12 @@ from pathlib import Path
 
 import pytest
 from dump_manifests import faulty_manifest
+
+from inert._errors import InertError
 from inert.conformance._corpus import load_corpus
 from inert.conformance._protocol import Request
 from inert.conformance._testee import Testee as CTestee
 from inert.conformance.testees import inert_generated
-
-from inert._errors import InertError
 from inert.gen import c as _generate_c
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,7 +72,7 @@ def _with_rule_ids(testee: str) -> list[str]:
 
 def test_the_c_testee_passes_the_whole_corpus_with_no_failure_list(testee: str) -> None:
     """Run through the rule-id adapter: the refusals are judged by their rule, not only their kind."""
-    assert not (ROOT / "conformance" / "failure_lists" / "inert_c.txt").exists()
+    assert not (ROOT / "inert" / "conformance" / "failure_lists" / "inert_c.txt").exists()
     result = subprocess.run(
         # The adapter is a Python process that loads the spec on its first refusal: seconds on a loaded machine.
         [sys.executable, "-m", "inert", "conformance", "run", "--timeout", "60", "--testee",
@@ -211,9 +211,8 @@ def test_c_reader_agrees_with_the_grammar_on_damaged_inputs(testee: str) -> None
     """Kind, offset and field path of every refusal, and the value of every acceptance, for 9,000 damaged
     copies of corpus inputs (seed 20: the same inputs every run).  A longer run with other inputs:
     ``INERT_C_DIFF_SEED=7 INERT_C_DIFF_VECTORS=100000 pytest tests/test_c_readers.py -k damaged``."""
-    from inert.conformance.testees import inert_construct
-
     from inert._canonical import to_json
+    from inert.conformance.testees import inert_construct
 
     rng = random.Random(int(os.environ.get("INERT_C_DIFF_SEED", "20")))
     vectors = [v for v in load_corpus() if v.value is None and len(v.data) <= 1 << 16]
@@ -352,9 +351,8 @@ EDGE_DOCUMENTS = [
 
 
 def _agree(c_reader: CTestee, doc: bytes) -> None:
-    from inert.codecs import checkpoint_shard
-
     from inert._canonical import to_json
+    from inert.codecs import checkpoint_shard
 
     body = b"\x02" + struct.pack("<I", len(doc)) + doc
     data = body + struct.pack("<I", zlib.crc32(body))
@@ -429,10 +427,9 @@ def test_the_c_writer_sizes_nested_extensions_once_per_level(testee: str) -> Non
     each level walked its payload again for each level around it (2**depth: 22 levels took 2 s).  Tuples
     nested 64 deep and registered objects nested 32 deep (each an extension and its [name, state] list), the
     most a record's value takes, are written within the testee's timeout, as the Python writer writes them."""
-    from inert.codecs import checkpoint_shard
-
     from inert._canonical import to_json
     from inert._value_types import ObjectValue
+    from inert.codecs import checkpoint_shard
 
     tuples: object = ()
     for _ in range(63):

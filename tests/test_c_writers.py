@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from inert.conformance._corpus import load_corpus
 
 from fuzz.registry import FORMATS as REGISTRY
 from fuzz.registry import codec
 from inert import _accel
+from inert.conformance._corpus import load_corpus
 from inert.gen.c_writer import WRITTEN
 
 NAMES = sorted(_accel.writers())

@@ -13,9 +13,6 @@ from typing import Any
 
 import msgpack
 import pytest
-from inert.codecs import checkpoint_metadata as cm
-from inert.codecs import checkpoint_shard as cs
-from inert.spec import FORMATS
 
 from inert import (
     ChecksumError,
@@ -29,6 +26,9 @@ from inert import (
 )
 from inert._checks import _DTYPE_NAMES, CHECKPOINT_ITEMSIZES
 from inert._interpret import interpret_decode, interpret_encode
+from inert.codecs import checkpoint_metadata as cm
+from inert.codecs import checkpoint_shard as cs
+from inert.spec import FORMATS
 
 SHARD = FORMATS["checkpoint-shard"]
 META = FORMATS["checkpoint-metadata"]

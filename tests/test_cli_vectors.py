@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from inert.conformance._corpus import CORPUS_DIR, Outcome, Vector, load_corpus
-from inert.conformance._runner import read_failure_list
 
 from inert.cli.main import main
+from inert.conformance._corpus import CORPUS_DIR, Outcome, Vector, load_corpus
+from inert.conformance._runner import read_failure_list
 
 VECTORS = [v for v in load_corpus() if v.value is None]  # byte vectors; write vectors have nothing to decode
 # The CLI is the generated codecs: their known failures are known here too, and must keep failing.

@@ -11,13 +11,13 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from inert.codecs import MODULES, shm_message
-from inert.conformance._corpus import Vector, load_corpus
-from inert.spec import FORMATS
 
 from inert._canonical import from_json, to_json
 from inert._errors import WriteTypeError, WriteValueError
 from inert._interpret import interpret_encode
+from inert.codecs import MODULES, shm_message
+from inert.conformance._corpus import Vector, load_corpus
+from inert.spec import FORMATS
 
 try:
     from inert import _accel

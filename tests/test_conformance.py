@@ -15,6 +15,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+
+from inert._errors import ERROR_CLASSES, HarnessError
 from inert.conformance import _generate_vectors
 from inert.conformance._corpus import CORPUS_DIR, load_corpus, vector_document, vector_file_text, write_vector_document
 from inert.conformance._protocol import MAX_FRAME, Request, Response, read_request, read_response, write_request, write_response
@@ -29,8 +31,6 @@ from inert.conformance._runner import (
     read_failure_list,
     run,
 )
-
-from inert._errors import ERROR_CLASSES, HarnessError
 from inert.gen.c_python import ACCELERATED
 
 CONFORMANCE = CORPUS_DIR.parent
@@ -412,7 +412,7 @@ def test_corpus_alone_covers_every_generated_reader() -> None:
 
 # -- shipped in the wheel --------------------------------------------------------------------------------
 
-# Files of conformance/ that pyproject.toml does not ship yet: it needs "inert.conformance.testees" in
+# Files of inert/conformance/ that pyproject.toml does not ship yet: it needs "inert.conformance.testees" in
 # [tool.setuptools] packages and "failure_lists/*.txt", "testees/c/*.c", "testees/c/Makefile" in the
 # package data of "inert.conformance".  Once it does, this test fails until the set is emptied.
 KNOWN_UNSHIPPED: set[str] = set()

@@ -11,14 +11,14 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
+from inert._errors import HarnessError
 from inert.conformance._corpus import load_corpus, vector_document, vector_file_text
 from inert.conformance._protocol import Request, Response
 from inert.conformance._runner import FAIL, PASS, run
 from inert.conformance._testee import Testee as RunningTestee
 from inert.conformance._testee import resolve_testee
 from inert.conformance.testees.rule_ids import rule_of_message
-
-from inert._errors import HarnessError
 
 VECTORS = load_corpus()
 

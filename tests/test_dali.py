@@ -34,7 +34,6 @@ if not _dali_installed() and not os.environ.get("INERT_REQUIRE_DALI"):
 
 import dali_callbacks as cb  # noqa: E402  (imports nvidia.dali: a broken install fails here)
 import nvidia.dali  # noqa: E402
-from inert.codecs import shm_message  # noqa: E402
 from nvidia.dali._multiproc import pool, shared_batch, worker  # noqa: E402
 
 import inert.dali  # noqa: E402
@@ -46,6 +45,7 @@ from inert import (  # noqa: E402
     WriteValueError,
     _audit,  # noqa: E402
 )
+from inert.codecs import shm_message  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 

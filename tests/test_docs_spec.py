@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from inert.spec import FORMATS
-from inert.spec._grammar import Array, Bytes, MsgPack, Optional, Record, Recursive, Union, Utf8
-from inert.spec._values import EXTENSIONS
 
 from inert._canonical import _SPELLINGS
 from inert._value_doc import EXT_CODES
 from inert._value_types import TYPED_CODES
+from inert.spec import FORMATS
+from inert.spec._grammar import Array, Bytes, MsgPack, Optional, Record, Recursive, Union, Utf8
+from inert.spec._values import EXTENSIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "docs" / "spec"
@@ -79,7 +79,7 @@ def test_every_named_constant_is_printed_with_its_value(name: str) -> None:
 def test_every_extension_code_has_its_row_and_json_spelling() -> None:
     assert {code for code, *_ in EXTENSIONS} == set(EXT_CODES) | set(TYPED_CODES) == set(range(1, 13))
     page = (SPEC / "value_documents.md").read_text(encoding="utf-8")
-    protocol = (ROOT / "conformance" / "PROTOCOL.md").read_text(encoding="utf-8")
+    protocol = (ROOT / "inert" / "conformance" / "PROTOCOL.md").read_text(encoding="utf-8")
     for spelling in _SPELLINGS:
         assert f'"{spelling}"' in page, spelling
         assert f'"{spelling}"' in protocol, spelling

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from inert.codecs import dump_manifest, dump_shard
-from inert.spec import FORMATS
 
 from fuzz.oracle import describe, differential, mutate, mutations
 from fuzz.registry import DUMP_MANIFEST, DUMP_SHARD, FormatUnderTest
 from fuzz.registry import FORMATS as FORMATS_UNDER_TEST
 from inert._interpret import interpret_decode, interpret_encode
+from inert.codecs import dump_manifest, dump_shard
+from inert.spec import FORMATS
 
 BOUNDED = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 _record = FORMATS_UNDER_TEST["dump-shard.record"].values

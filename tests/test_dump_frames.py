@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 import torch
-from inert.codecs import dump_manifest, dump_shard
 
 from inert import ChecksumError, InertError, InvalidValueError
+from inert.codecs import dump_manifest, dump_shard
 from inert.dump import Row, dump, load
 from inert.dump._frames import Frame
 from inert.torch._compat import dtype_name

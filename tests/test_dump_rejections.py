@@ -11,7 +11,6 @@ from unittest import mock
 
 import pytest
 import torch
-from inert.codecs import dump_manifest, dump_shard
 
 from inert import (
     ChecksumError,
@@ -22,6 +21,7 @@ from inert import (
     TruncatedError,
     VersionError,
 )
+from inert.codecs import dump_manifest, dump_shard
 from inert.dump import Row, dump, load
 
 ROWS = [

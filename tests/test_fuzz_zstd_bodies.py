@@ -5,9 +5,9 @@ from __future__ import annotations
 import struct
 
 from hypothesis import HealthCheck, given, settings
-from inert.conformance._filelib import zstd_frame
 
 from fuzz.zstd_bodies import LIMIT, bodies, check, honest
+from inert.conformance._filelib import zstd_frame
 
 
 @settings(max_examples=300, deadline=None, database=None, suppress_health_check=list(HealthCheck))

@@ -1,8 +1,8 @@
 """``inert gen`` refuses an unsafe tree before writing anything, naming the file, the format and the rule.
 
-Each test changes ``spec/shm_descriptor.py`` of one scratch copy of the checkout as a maintainer might, runs
+Each test changes ``inert/spec/shm_descriptor.py`` of one scratch copy of the checkout as a maintainer might, runs
 ``python -m inert gen`` there, and checks the exit code, the message and that no generated file (nor
-``spec/frozen.json``) changed.
+``inert/spec/frozen.json``) changed.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from scratch_tree import copy_tree, restore, run, snapshot
 
-SPEC = "spec/shm_descriptor.py"
-FILE = "spec/shm_descriptor.py: shm-descriptor"
+SPEC = "inert/spec/shm_descriptor.py"
+FILE = "inert/spec/shm_descriptor.py: shm-descriptor"
 OLD_RULES = ("shm-descriptor.ids", "shm-descriptor.inside", "shm-descriptor.capacity")
 
 #: Version 3 of shm-descriptor: v2's fields and a reserved ``flags`` word.
@@ -34,7 +34,7 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture()
 def spec(tree: Path) -> Iterator[Path]:
-    """The scratch copy's spec/shm_descriptor.py, restored after the test."""
+    """The scratch copy's inert/spec/shm_descriptor.py, restored after the test."""
     path = tree / SPEC
     original = path.read_text()
     yield path
@@ -83,7 +83,7 @@ def test_declared_drops_let_a_version_carry_fewer_rules(tree: Path, spec: Path) 
     spec.write_text(_declare_v3(spec.read_text().partition("\nDROPS")[0]) + f"\nDROPS = {{3: {OLD_RULES!r}}}\n")
     result = run(tree, "python", "-m", "inert", "gen", "--check")  # not refused: stale, since v3 is new
     assert result.returncode == 1 and "refusal" not in result.stderr, result.stderr
-    assert "codecs/shm_descriptor.py is stale" in result.stderr
+    assert "inert/codecs/shm_descriptor.py is stale" in result.stderr
 
 
 FLAGS_RULE = (
@@ -131,7 +131,7 @@ def test_a_declaration_that_does_not_run_is_one_line_naming_where(tree: Path, sp
 
 
 def test_freeze_records_new_versions_and_keeps_recorded_ones(tree: Path, spec: Path) -> None:
-    frozen = tree / "spec" / "frozen.json"
+    frozen = tree / "inert" / "spec" / "frozen.json"
     original, saved = frozen.read_text(), snapshot(tree)
     spec.write_text(_declare_v3(spec.read_text(), on_v3=True))
     try:
@@ -156,11 +156,11 @@ def test_a_failed_write_leaves_every_file_as_it_was(tree: Path, spec: Path) -> N
     pages.rename(moved)
     pages.write_text("not a directory\n")
     try:
-        before = snapshot(tree, ("codecs", "c"))
+        before = snapshot(tree, ("inert/codecs", "c"))
         result = run(tree, "python", "-m", "inert", "gen")
         assert result.returncode == 2, result.stderr
         assert re.fullmatch(r"inert: gen: cannot write: .*; nothing written\n", result.stderr), result.stderr
-        assert snapshot(tree, ("codecs", "c")) == before
+        assert snapshot(tree, ("inert/codecs", "c")) == before
         assert not list(tree.rglob(".*.inert-gen-*"))
     finally:
         pages.unlink()
@@ -168,7 +168,7 @@ def test_a_failed_write_leaves_every_file_as_it_was(tree: Path, spec: Path) -> N
 
 
 def test_the_python_and_c_outputs_carry_one_grammar_hash(tree: Path) -> None:
-    codecs = (tree / "codecs" / "__init__.py").read_text()
+    codecs = (tree / "inert" / "codecs" / "__init__.py").read_text()
     header = (tree / "c" / "inert_grammar_hash.h").read_text()
     python_hash = re.search(r"^GRAMMAR_HASH = '([0-9a-f]{16})'$", codecs, re.M)
     c_hash = re.search(r'^#define INERT_GRAMMAR_HASH "([0-9a-f]{16})"$', header, re.M)

@@ -11,19 +11,6 @@ from typing import Any
 
 import msgpack
 import pytest
-from inert.codecs import checkpoint_shard as cs
-from inert.spec._grammar import (
-    Bytes,
-    Crc32,
-    Format,
-    Int8ul,
-    Int32ul,
-    Magic,
-    MsgPack,
-    Padding,
-    Record,
-    min_size,
-)
 
 from inert import (
     ChecksumError,
@@ -38,6 +25,19 @@ from inert import (
     WriteValueError,
 )
 from inert._interpret import interpret_decode, interpret_encode
+from inert.codecs import checkpoint_shard as cs
+from inert.spec._grammar import (
+    Bytes,
+    Crc32,
+    Format,
+    Int8ul,
+    Int32ul,
+    Magic,
+    MsgPack,
+    Padding,
+    Record,
+    min_size,
+)
 
 BODY = Record(
     "Body",

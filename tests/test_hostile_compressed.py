@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed.checkpoint as dcp
-from inert.codecs import checkpoint_metadata as cm
-from inert.conformance._filelib import value_body, zstd_body
 from torch.distributed.checkpoint._extension import ZStandard
 
 from inert._zstd import VALUE_MAX_RATIO, deflate
+from inert.codecs import checkpoint_metadata as cm
+from inert.conformance._filelib import value_body, zstd_body
 from inert.torch import FileSystemWriter
 from inert.torch._metadata import METADATA_VERSION
 

@@ -26,13 +26,13 @@ from unittest import mock
 import pytest
 import torch
 import torch.distributed.checkpoint as dcp
-from inert.codecs import checkpoint_metadata as cm
-from inert.codecs import dump_manifest
 
 import inert.torch
 from inert import InertError, InvalidValueError, LimitError, WriteTypeError
 from inert._allowlist import RefusedGlobal, load_legacy_metadata
 from inert.cli.inspect import inspect_path
+from inert.codecs import checkpoint_metadata as cm
+from inert.codecs import dump_manifest
 from inert.dump import Row, dump, load
 from inert.torch import FileSystemWriter, load_tensors
 from inert.torch._metadata import METADATA_VERSION

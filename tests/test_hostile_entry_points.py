@@ -26,13 +26,13 @@ import msgpack
 import pytest
 import torch
 import torch.distributed.checkpoint as dcp
+
+import inert.torch
+from inert import FileKindError
 from inert.codecs import checkpoint_metadata
 from inert.conformance import _vectors_dump_manifest as manifest_vectors
 from inert.conformance._vectors_checkpoint_metadata import metadata_file
 from inert.conformance._vectors_checkpoint_metadata import representative as representative_metadata
-
-import inert.torch
-from inert import FileKindError
 from inert.dump import Row, dump, load
 from inert.torch import FileSystemWriter, load_tensors
 from inert.torch._metadata import METADATA_VERSION

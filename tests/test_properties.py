@@ -81,9 +81,8 @@ def test_every_prefix_is_refused_alike(entry: FormatUnderTest) -> None:
 
 def test_an_unknown_tag_before_the_end_of_input_is_reported_as_the_tag() -> None:
     """A struct group cut short reports what a field-by-field read meets first: here the unknown dtype."""
-    from inert.codecs import checkpoint_shard
-
     from inert._interpret import interpret_decode
+    from inert.codecs import checkpoint_shard
 
     entry = FORMATS["checkpoint-shard.record"]
     generated = outcome(checkpoint_shard.decode_record, b"\x01\x00")

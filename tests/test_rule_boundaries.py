@@ -21,6 +21,7 @@ from typing import Any
 from unittest import mock
 
 import pytest
+
 from inert.codecs import checkpoint_shard, shm_descriptor, shm_samples_meta
 from inert.conformance._protocol import Request
 from inert.conformance._testee import Testee as CTestee
@@ -98,9 +99,8 @@ CASES: list[tuple[str, ModuleType, str, dict[str, Any], dict[str, Any], str | No
 
 def _forged_bytes(codec: ModuleType, value: dict[str, Any], version: int) -> tuple[str, int, bytes]:
     """(format as the testee names it, version, the bytes of ``value``) written with every rule skipped."""
-    from inert.spec import FORMATS
-
     from inert import _interpret
+    from inert.spec import FORMATS
 
     fmt = FORMATS[codec.FORMAT]
     with mock.patch.object(_interpret, "fault", lambda rules, env: None):
@@ -114,9 +114,8 @@ def _forged_bytes(codec: ModuleType, value: dict[str, Any], version: int) -> tup
 
 def _decoded(codec: ModuleType, value: dict[str, Any]) -> dict[str, Any]:
     """The record as a reader hands it to its rules (tags as members), read with every rule skipped."""
-    from inert.spec import FORMATS
-
     from inert import _interpret
+    from inert.spec import FORMATS
 
     fmt = FORMATS[codec.FORMAT]
     _name, version, data = _forged_bytes(codec, value, 1)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 import pytest
+
 from inert.conformance._trace import Trace, trace_corpus
 from inert.spec import FORMATS
 from inert.spec._rules import ELEMENT_RULES, FILE_RULES, VALUE_RULES, SpecRule

@@ -19,12 +19,12 @@ import pytest
 from dump_manifests import faulty_manifest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from inert.conformance._corpus import load_corpus
-from inert.conformance.testees import inert_construct
-from inert.spec import FORMATS, _grammar, _rule_expr
 
 from inert import _checks
 from inert._errors import InertError
+from inert.conformance._corpus import load_corpus
+from inert.conformance.testees import inert_construct
+from inert.spec import FORMATS, _grammar, _rule_expr
 
 
 def _rules_by_checks() -> dict[int, tuple[Any, Any, Any]]:

@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from inert._errors import HarnessError
 from inert.conformance._corpus import load_corpus
 from inert.conformance._protocol import Response, read_frame
 from inert.conformance._runner import FAIL, PASS, UNSUPPORTED, Report, Result, _mismatch, cases, list_command, path_command, run
-
-from inert._errors import HarnessError
 
 
 def _vector(fmt: str, name: str):  # type: ignore[no-untyped-def]

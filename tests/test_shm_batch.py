@@ -16,11 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-from inert.codecs import shm_descriptor, shm_message, shm_samples_meta
 
 import inert
 from inert import _samples_layout
 from inert._extras import install_hint
+from inert.codecs import shm_descriptor, shm_message, shm_samples_meta
 from inert.shm import MAX_SAMPLE_DEPTH, SAMPLE_ALIGNMENT, ChannelClosedError, EndOfData, WorkerDiedError, WorkerTaskError
 from inert.shm._batch import (
     TaskHeader,

@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from inert.codecs import shm_samples_meta
 
 import inert
 from inert import _audit
+from inert.codecs import shm_samples_meta
 from inert.shm import (
     BatchInfo,
     ChannelClosedError,

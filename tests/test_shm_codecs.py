@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from inert.codecs import shm_descriptor, shm_message, shm_samples_meta
-from inert.spec import FORMATS
 
 import inert
 from inert import _checks
 from inert._interpret import interpret_decode, interpret_encode
+from inert.codecs import shm_descriptor, shm_message, shm_samples_meta
+from inert.spec import FORMATS
 
 SCHEDULED = {
     "type": "SCHEDULED_TASK",

@@ -19,9 +19,9 @@ import pytest
 from dali_layout import Array, Completed, Scheduled
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from inert.codecs import shm_message, shm_samples_meta
 
 import inert
+from inert.codecs import shm_message, shm_samples_meta
 
 I64 = (-(1 << 63), (1 << 63) - 1)
 U64_MAX = (1 << 64) - 1
@@ -30,7 +30,7 @@ U64_MAX = (1 << 64) - 1
 
 
 def inert_message(message: Scheduled | Completed) -> dict[str, Any]:
-    """The shm-message value a message of the published layout stands for (names as in spec/shm_message.py)."""
+    """The shm-message value a message of the published layout stands for (names as in inert/spec/shm_message.py)."""
     if isinstance(message, Scheduled):
         if message.sample_range is not None:
             names = ("start", "end", "iteration", "epoch", "slice_start", "slice_end")

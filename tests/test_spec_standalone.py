@@ -1,8 +1,8 @@
-"""The normative grammar stands alone: spec/ imports Construct and the standard library, never the runtime.
+"""The normative grammar stands alone: inert/spec/ imports Construct and the standard library, never the runtime.
 
-The runtime and the generator import spec/, never the reverse.  Checked twice: statically (every import
-statement of spec/*.py) and by importing spec/ in a fresh interpreter whose import system refuses
-everything but the standard library, Construct and spec/ itself, then walking every format's declarations
+The runtime and the generator import inert/spec/, never the reverse.  Checked twice: statically (every import
+statement of spec/*.py) and by importing inert/spec/ in a fresh interpreter whose import system refuses
+everything but the standard library, Construct and inert/spec/ itself, then walking every format's declarations
 and rules as the generator does.
 """
 
@@ -15,12 +15,12 @@ import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SPEC = ROOT / "spec"
+SPEC = ROOT / "inert" / "spec"
 ALLOWED = {"construct", "__future__"}
 
 
 def _imports(path: Path) -> list[tuple[int, str]]:
-    """(line, module) of every absolute import in ``path`` (relative ones are spec/'s own)."""
+    """(line, module) of every absolute import in ``path`` (relative ones are inert/spec/'s own)."""
     out: list[tuple[int, str]] = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
@@ -67,7 +67,7 @@ WALK = textwrap.dedent(
             top = name.split(".")[0]
             if top in sys.stdlib_module_names or top in ("construct", "spec"):
                 return None
-            raise ImportError(f"spec/ imported {name}")
+            raise ImportError(f"inert/spec/ imported {name}")
 
     sys.meta_path.insert(0, Refuse())
     sys.path.insert(0, sys.argv[1])
@@ -91,7 +91,7 @@ WALK = textwrap.dedent(
 
 
 def test_spec_imports_and_walks_with_the_runtime_refused() -> None:
-    run = subprocess.run([sys.executable, "-I", "-c", WALK, str(ROOT)], capture_output=True, text=True, timeout=120)
+    run = subprocess.run([sys.executable, "-I", "-c", WALK, str(ROOT / "inert")], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["7", "[]"]
 
@@ -99,7 +99,7 @@ def test_spec_imports_and_walks_with_the_runtime_refused() -> None:
 def test_the_interpreter_outside_a_host_says_where_it_runs() -> None:
     """Interpreting a declaration needs the runtime's host: without one the grammar says so (never a NameError)."""
     run = subprocess.run(
-        [sys.executable, "-I", "-c", WALK + "\nspec.FORMATS['shm-descriptor'].versions[1].parse(b'')", str(ROOT)],
+        [sys.executable, "-I", "-c", WALK + "\nspec.FORMATS['shm-descriptor'].versions[1].parse(b'')", str(ROOT / "inert")],
         capture_output=True, text=True, timeout=120,
     )
     assert run.returncode == 1

@@ -1,4 +1,4 @@
-"""The spec constants the adapters use come from one place: ``inert.codecs._tables``, generated from ``spec/``.
+"""The spec constants the adapters use come from one place: ``inert.codecs._tables``, generated from ``inert/spec/``.
 
 The tables hold what the declarations say (offsets checked against bytes the interpreter encodes, not
 against the generator's own arithmetic), and no module of ``inert/`` keeps a copy of its own: a module-level
@@ -14,14 +14,16 @@ import struct
 from pathlib import Path
 
 import pytest
+
+from inert._interpret import interpret_encode
 from inert.codecs import _tables
 from inert.spec import checkpoint_metadata, checkpoint_shard, dump_manifest, shm_descriptor, shm_message, shm_samples_meta
 
-from inert._interpret import interpret_encode
-
 ROOT = Path(__file__).resolve().parents[1]
-#: Where hand copies would be: the runtime and its adapters (the generator computes the tables).
-SCANNED = sorted(p for p in (ROOT / "inert").rglob("*.py") if "gen" not in p.relative_to(ROOT / "inert").parts)
+#: Where hand copies would be: the runtime and its adapters.  Not the generator (it computes the tables), the
+#: grammar (it declares them), the codecs (generated) or the conformance builders (their copies are on purpose).
+_NOT_SCANNED = {"gen", "spec", "codecs", "conformance"}
+SCANNED = sorted(p for p in (ROOT / "inert").rglob("*.py") if not _NOT_SCANNED & set(p.relative_to(ROOT / "inert").parts))
 
 #: Names a module must not bind to a literal (leading underscores ignored): each is in the tables.
 GUARDED = {

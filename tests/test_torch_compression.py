@@ -19,10 +19,11 @@ import pytest
 import torch
 import torch.distributed.checkpoint as dcp
 import zstandard as zstd
+from torch.distributed.checkpoint.api import CheckpointException
+
 from inert.codecs import checkpoint_metadata as cm
 from inert.codecs import checkpoint_shard as cs
 from inert.conformance._filelib import tensor_body, value_body, zstd_body, zstd_frame
-from torch.distributed.checkpoint.api import CheckpointException
 
 try:  # a capability gate: compressed records ride on DCP's stream extensions and SerializationFormat
     from torch.distributed.checkpoint._extension import ExtensionRegistry, StreamTransformExtension, ZStandard

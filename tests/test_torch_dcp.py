@@ -18,8 +18,6 @@ from typing import Any
 import pytest
 import torch
 import torch.distributed.checkpoint as dcp
-from inert.codecs import checkpoint_metadata as cm
-from inert.codecs import checkpoint_shard as cs
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.stateful import Stateful
 
@@ -27,6 +25,8 @@ import inert.torch
 from inert import ChecksumError, ForeignFormatError, InertError, InvalidValueError, TruncatedError
 from inert._audit import no_execution
 from inert._extras import install_hint
+from inert.codecs import checkpoint_metadata as cm
+from inert.codecs import checkpoint_shard as cs
 from inert.torch import (
     TORCH_VERSION,
     FileSystemReader,

@@ -21,13 +21,13 @@ from typing import Any
 import pytest
 import torch
 import torch.distributed.checkpoint as dcp
-from inert.codecs import checkpoint_metadata as cm
-from inert.codecs import checkpoint_shard as cs
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
 
 import inert.torch
 from inert import ChecksumError, InertError, InvalidValueError, TruncatedError
+from inert.codecs import checkpoint_metadata as cm
+from inert.codecs import checkpoint_shard as cs
 from inert.torch import FileSystemWriter, ShapeMismatchError
 from inert.torch._compat import TORCH_DTYPES, no_dist_options
 from inert.torch._metadata import METADATA_VERSION

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 import torch
 import torch.distributed.checkpoint as dcp
-from inert.codecs import checkpoint_metadata as cm
 
 from inert import ChecksumError, ForeignFormatError, InertError, InvalidValueError, LimitError, TruncatedError
 from inert._audit import no_execution
+from inert.codecs import checkpoint_metadata as cm
 from inert.torch import FileSystemWriter, ShapeMismatchError, load_tensors
 from inert.torch._compat import no_dist_options
 from inert.torch._metadata import METADATA_VERSION

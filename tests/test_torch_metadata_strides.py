@@ -16,10 +16,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 import torch.distributed.checkpoint as dcp  # noqa: E402
-from inert.codecs import checkpoint_metadata as codec  # noqa: E402
 from torch.distributed.checkpoint.metadata import TensorStorageMetadata  # noqa: E402
 
 from inert import InertError, WriteValueError  # noqa: E402
+from inert.codecs import checkpoint_metadata as codec  # noqa: E402
 from inert.torch import FileSystemReader, FileSystemWriter, loads_metadata  # noqa: E402
 from inert.torch._compat import dcp_save  # noqa: E402
 from inert.torch._metadata import RECORDS_STRIDES, TensorProperties  # noqa: E402

@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 import torch
 import torch.distributed.checkpoint as dcp
-from inert.codecs import checkpoint_metadata as cm
 from torch.distributed.checkpoint.api import CheckpointException
 
 import inert.torch
 from inert import ChecksumError, TruncatedError
+from inert.codecs import checkpoint_metadata as cm
 from inert.torch import FileSystemWriter, _reader, load_tensors
 from inert.torch._compat import no_dist_options
 from inert.torch._threads import SharedTasks

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 import torch
-from inert.codecs import checkpoint_metadata as metadata_codec
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
 
 import inert.torch
+from inert.codecs import checkpoint_metadata as metadata_codec
 from inert.torch import CrossReleaseLoadPlanner, FileSystemReader, load_tensors
 from inert.torch._compat import TORCH_VERSION, dcp_load, torch_dtype
 from tests.fixtures.release_checkpoint import EXPECTED, release_dirs, template, to_json

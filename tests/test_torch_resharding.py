@@ -25,11 +25,11 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from dcp_features import ZStandard, dtensor, dtensor_utils, needs_zstandard
-from inert.codecs import checkpoint_metadata as cm
 from torch.distributed.checkpoint.api import CheckpointException
 
 import inert.torch._reader as reader_module
 from inert import InvalidValueError
+from inert.codecs import checkpoint_metadata as cm
 from inert.torch import FileSystemReader, FileSystemWriter
 from inert.torch._compat import dcp_load, dcp_save
 from inert.torch._metadata import METADATA_VERSION

@@ -16,8 +16,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 import torch.distributed.checkpoint as dcp  # noqa: E402
-from inert.codecs.checkpoint_metadata import MAGIC  # noqa: E402
 
+from inert.codecs.checkpoint_metadata import MAGIC  # noqa: E402
 from inert.torch import TORCH_VERSION  # noqa: E402
 
 if TORCH_VERSION < (2, 3):  # 2.2's dcp.save/load take a storage object only: there is no default path to switch

@@ -21,12 +21,12 @@ import numpy as np
 import pytest
 import torch
 from dcp_features import ZStandard, needs_zstandard
-from inert.codecs import checkpoint_shard as cs
 
 import inert.torch
 from inert._audit import no_execution
 from inert._errors import InertError
 from inert._value_types import ObjectValue
+from inert.codecs import checkpoint_shard as cs
 from tests.test_torch_dcp import failure, load, save
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")

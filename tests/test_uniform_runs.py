@@ -11,10 +11,10 @@ import struct
 from typing import Any
 
 import pytest
-from inert.codecs import checkpoint_metadata, shm_samples_meta
 
 from fuzz.oracle import differential, outcome
 from fuzz.registry import FORMATS
+from inert.codecs import checkpoint_metadata, shm_samples_meta
 from inert.gen.runs import RUN_MIN
 
 ALIKE = [

@@ -16,12 +16,12 @@ from typing import Any
 
 import msgpack
 import pytest
-from inert.codecs import checkpoint_metadata
-from inert.conformance._vectors_checkpoint_metadata import metadata_file, representative
-from inert.spec._rules import VALUE_RULES
 
 from inert import InertError, InvalidValueError
 from inert._value_doc import pack_value, unpack_value
+from inert.codecs import checkpoint_metadata
+from inert.conformance._vectors_checkpoint_metadata import metadata_file, representative
+from inert.spec._rules import VALUE_RULES
 
 MIB = 1 << 20
 

@@ -8,10 +8,10 @@ import zlib
 import msgpack
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from inert.codecs import checkpoint_shard as cs
 
 from inert import InertError
 from inert._value_types import TYPED_CODES, DTypeValue
+from inert.codecs import checkpoint_shard as cs
 
 _PAYLOADS = st.one_of(
     st.binary(max_size=64),

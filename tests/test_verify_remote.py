@@ -16,12 +16,12 @@ import pytest
 import s3fs
 import torch
 import torch.distributed.checkpoint as dcp
-from inert.codecs import checkpoint_metadata as cm
 from s3_server import S3Server
 from torch.distributed.checkpoint._extension import ZStandard
 from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, MetadataIndex, TensorStorageMetadata
 
 from inert.cli.verify import Report, verify_path
+from inert.codecs import checkpoint_metadata as cm
 from inert.dump import Row, dump
 from inert.torch import FileSystemWriter, dumps_metadata, loads_metadata
 from inert.torch._metadata import METADATA_VERSION
@@ -69,9 +69,8 @@ def _trailing_bytes(root: Path) -> Path:
 def _value_bomb(root: Path) -> Path:
     """A compressed checkpoint whose value record is a ZSTD frame of about 1 KB inflating to a 32 MiB document
     of nils, every CRC-32 right: refused before inflating (a value inflates to at most its stored frame)."""
-    from inert.conformance._filelib import value_body, zstd_body
-
     from inert._zstd import deflate
+    from inert.conformance._filelib import value_body, zstd_body
 
     path = _save(root / "ckpt", {"w": torch.zeros(4096), "v": [None]}, compressed=True)
     count = (32 << 20) - 5

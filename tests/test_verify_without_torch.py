@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed.checkpoint as dcp
-from inert.codecs import checkpoint_metadata as cm
 from torch.distributed.checkpoint._extension import ZStandard
 
+from inert.codecs import checkpoint_metadata as cm
 from inert.torch import FileSystemWriter
 
 FIXTURES = Path(__file__).parent / "fixtures" / "checkpoints"

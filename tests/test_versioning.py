@@ -14,12 +14,12 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from inert.spec._grammar import Format
 
 import inert
 from inert._canonical import to_json
 from inert._interpret import interpret_decode, interpret_encode
 from inert.gen.python import generate
+from inert.spec._grammar import Format
 from tests.fixtures import example_log
 
 V1_VALUE = {"messages": ["started", "loaded 3 shards"]}
@@ -27,7 +27,7 @@ V2_VALUE = {"written_unix_s": 1_764_460_800, "entries": [{"severity": "INFO", "m
 
 
 def _codec(fmt: Format, tmp_path: Path, name: str) -> ModuleType:
-    """Generate the codec of ``fmt`` as the generator would for ``spec/``, and import it."""
+    """Generate the codec of ``fmt`` as the generator would for ``inert/spec/``, and import it."""
     sys.modules["inert.spec.example_log"] = example_log  # where the generator finds the spec's source
     source = generate(fmt)
     path = tmp_path / f"{name}.py"

@@ -45,7 +45,7 @@ def _edit(path: Path, old: str, new: str) -> None:
 
 def _declare(tree: Path) -> None:
     """Step 1: the record of v3 with a typename of its own, on= of the kept rules, the new rule."""
-    spec = tree / "spec" / "shm_descriptor.py"
+    spec = tree / "inert" / "spec" / "shm_descriptor.py"
     _edit(spec, "\nFORMAT = Format(", '''
 DescriptorV3 = Record(
     "DescriptorV3",
@@ -70,7 +70,7 @@ FORMAT = Format(''')
 
 def _vectors(tree: Path) -> None:
     """Step 2: the vectors of v3 (v2's, then the flags), registered."""
-    vectors = tree / "conformance" / "_vectors_shm_descriptor.py"
+    vectors = tree / "inert" / "conformance" / "_vectors_shm_descriptor.py"
     _edit(vectors, '_LAYOUTS = {1: "<iiQQQ", 2: "<iiQQQII"}', '_LAYOUTS = {1: "<iiQQQ", 2: "<iiQQQII", 3: "<iiQQQIII"}')
     _edit(vectors, "        fields.update({**_CRCS, **crcs})\n", '''        fields.update({**_CRCS, **crcs})
     if version >= 3:
@@ -90,7 +90,7 @@ def build_v3() -> Corpus:
 
 
 def _build(version: int) -> Corpus:''')
-    _edit(tree / "conformance" / "_generate_vectors.py", "    _vectors_shm_descriptor.build_v2,\n",
+    _edit(tree / "inert" / "conformance" / "_generate_vectors.py", "    _vectors_shm_descriptor.build_v2,\n",
           "    _vectors_shm_descriptor.build_v2,\n    _vectors_shm_descriptor.build_v3,\n")
 
 
@@ -149,7 +149,7 @@ def test_the_documented_procedure_adds_a_version_whose_rule_every_reader_enforce
     assert set(EDITS) <= set(steps)
     tree = copy_tree(tmp_path / "inert")
     _shell(tree, "python3 setup.py build_ext --inplace -q")  # where a maintainer starts: the accelerator built
-    before = snapshot(tree, ("conformance/corpus/shm-descriptor/v1", "conformance/corpus/shm-descriptor/v2"))
+    before = snapshot(tree, ("inert/conformance/corpus/shm-descriptor/v1", "inert/conformance/corpus/shm-descriptor/v2"))
     old_outcomes = run(tree, "python", "-c", OUTCOMES)
     assert old_outcomes.returncode == 0, old_outcomes.stderr
     printed: dict[int, str] = {}
@@ -168,7 +168,7 @@ def test_the_documented_procedure_adds_a_version_whose_rule_every_reader_enforce
     assert "inert/shm/_worker.py:" in printed[4] and "inert/shm/_pool.py:" in printed[4]
     for version in (1, 2, 3):  # on each of the three testees
         assert len(re.findall(rf"^shm-descriptor v{version}: \d+ passed, 0 failed", printed[6], re.M)) == 3, printed[6]
-    assert re.search(r'"v3": "[0-9a-f]{32}"', (tree / "spec" / "frozen.json").read_text())
+    assert re.search(r'"v3": "[0-9a-f]{32}"', (tree / "inert" / "spec" / "frozen.json").read_text())
     assert "shm-descriptor v3" not in _shell(tree, "python3 -m inert gen --check")
 
     # The new rule, in every reader: pure Python, the accelerator (generated C), the C testee.
@@ -190,7 +190,7 @@ def test_the_documented_procedure_adds_a_version_whose_rule_every_reader_enforce
     assert c_answer.startswith("reject invalid-value shm-descriptor: offset 0: flags: shm-descriptor.flags: "), c_answer
 
     # The older vectors keep their meaning: the same files, decoded to the same outcomes by the new codecs.
-    assert snapshot(tree, ("conformance/corpus/shm-descriptor/v1", "conformance/corpus/shm-descriptor/v2")) == before
+    assert snapshot(tree, ("inert/conformance/corpus/shm-descriptor/v1", "inert/conformance/corpus/shm-descriptor/v2")) == before
     new_outcomes = run(tree, "python", "-c", OUTCOMES)
     assert new_outcomes.returncode == 0, new_outcomes.stderr
     assert json.loads(new_outcomes.stdout) == json.loads(old_outcomes.stdout)

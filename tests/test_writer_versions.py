@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed.checkpoint as dcp
-from inert.codecs import checkpoint_shard as cs
 
 from inert import VersionError
+from inert.codecs import checkpoint_shard as cs
 from inert.torch import FileSystemReader, FileSystemWriter
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")

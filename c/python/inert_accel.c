@@ -12,7 +12,7 @@
  * or the value holds something this builder does not make (a typed extension of a value document),
  * decode returns None and the codec reads the input again in Python: the error raised is the Python
  * reader's own (kind, offset, field, reason).  The C readers check every rule of the grammar
- * (spec/_rule_expr.py compiled): nothing is left for Python to check on a value built here.
+ * (inert/spec/_rule_expr.py compiled): nothing is left for Python to check on a value built here.
  *
  * A Bound is a message codec's `decode` itself (inert/_accelerator.py, bind_decode): its call runs a
  * Decoder before any Python frame, and hands whatever it does not read to the Python function.

@@ -16,12 +16,11 @@ from fuzz.registry import FORMATS  # noqa: E402
 
 harness.instrument(*FORMATS)
 
-from inert.spec import FORMATS as GRAMMARS  # noqa: E402
-
 from fuzz.c_reader import CReaders  # noqa: E402
 from fuzz.registry import cases  # noqa: E402
 from inert._errors import InertError  # noqa: E402
 from inert._interpret import interpret_decode  # noqa: E402
+from inert.spec import FORMATS as GRAMMARS  # noqa: E402
 
 CASES = cases()
 C = CReaders()

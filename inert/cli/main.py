@@ -205,7 +205,9 @@ def _parser() -> argparse.ArgumentParser:
         tool.add_parser(sub).set_defaults(run=tool.run)
     gen = sub.add_parser("gen", help="regenerate inert.codecs from inert.spec")
     gen.add_argument("--check", action="store_true", help="exit 1 if the generated files are stale")
-    gen.add_argument("--freeze", action="store_true", help="record the hash of every version not frozen yet (spec/frozen.json)")
+    gen.add_argument(
+        "--freeze", action="store_true", help="record the hash of every version not frozen yet (inert/spec/frozen.json)"
+    )
     gen.set_defaults(run=_cmd_gen)
     from inert.conformance._runner import add_arguments
 

@@ -255,18 +255,20 @@ class _Emitter(LineEmitter):
                 if expr is None:
                     raise Untranslatable("held only as a Python function")
                 test = _expr(expr, fields)
-                kind = _KINDS.get(getattr(check, "kind", "invalid-value"))
+                declared = getattr(check, "kind", "invalid-value")
+                kind = _KINDS.get(declared)
                 if kind is None:
-                    raise Untranslatable(f"no C error kind {check.kind!r}")
+                    raise Untranslatable(f"no C error kind {declared!r}")
             except Untranslatable as exc:
                 self.mod.unchecked.append(f"{con.typename}: {name} ({exc})")
                 self.emit(ind, f"/* not checked: {name} ({exc}) */")
                 continue
             reason = getattr(check, "reason", None) or getattr(check, "sentence", None) or name
             self.emit(ind, f"if (!({test}))")
+            field = _c_string(getattr(check, "field", name))
             self.emit(
                 ind + 1,
-                f"return inert_fail(r, {kind}, {start}, {_c_string(check.field)}, \"%s\", {_c_string(reason)});",
+                f"return inert_fail(r, {kind}, {start}, {field}, \"%s\", {_c_string(reason)});",
             )
         return fields
 
@@ -547,7 +549,7 @@ def generate(fmt: Format) -> tuple[str, str]:
     upper = fmt.module_name.upper()
     versions = ", ".join(str(v) for v in sorted(fmt.versions))
     header = [
-        _generated_banner(f"spec/{fmt.module_name}.py", digest),
+        _generated_banner(f"inert/spec/{fmt.module_name}.py", digest),
         f"/* The C reader of the `{fmt.name}` format, versions {versions}: "
         "see c/inert_runtime.h for the visitor and errors. */\n",
         f"#ifndef {guard}\n#define {guard}\n\n#include \"inert_runtime.h\"\n\n",
@@ -563,7 +565,7 @@ def generate(fmt: Format) -> tuple[str, str]:
         header.append(f"/* Read {doc}.  0, or -1 with `err` set. */\n{_SIGNATURE.format(fn=fn)};\n\n")
     header.append("#endif\n")
 
-    banner = _generated_banner(f"spec/{fmt.module_name}.py", digest)
+    banner = _generated_banner(f"inert/spec/{fmt.module_name}.py", digest)
     if mod.unchecked:  # the banner's comment goes on with the list
         listed = "".join(f" *   {item}\n" for item in sorted(set(mod.unchecked)))
         title = "\n *\n * Not checked (rules held only as Python functions, or expressions the C emitter cannot translate):\n"
@@ -651,7 +653,7 @@ def _value_types_header() -> str:
     top = max(vt.TYPED_CODES)
     typed = ", ".join(_c_string(vt.TYPED_CODES.get(code, "")) for code in range(top + 1))
     return (
-        _generated_banner("inert/_value_types.py and the DType of spec/checkpoint_shard.py", None)
+        _generated_banner("inert/_value_types.py and the DType of inert/spec/checkpoint_shard.py", None)
         + "/* The typed extensions of value documents: their names and limits, and the DType tables. */\n"
         "#ifndef INERT_VALUE_TYPES_H\n#define INERT_VALUE_TYPES_H\n\n#include <stddef.h>\n#include <stdint.h>\n\n"
         f"#define INERT_DTYPE_COUNT {count}\n#define INERT_DTYPE_BOOL {_DTYPE_NAMES.index('BOOL') + 1}\n"

@@ -478,7 +478,7 @@ class StepCompiler:
         if name not in self.tables:
             top = max(int(m) for m in enum_cls)
             cells = ["0"] * (top + 1)
-            for member in enum_cls:  # the declared itemsizes (spec/checkpoint_shard.py's DTYPE_ITEMSIZES)
+            for member in enum_cls:  # the declared itemsizes (inert/spec/checkpoint_shard.py's DTYPE_ITEMSIZES)
                 cells[int(member)] = str(tag_itemsize(member))
             self.tables[name] = f"static const uint8_t {name}[{top + 1}] = {{{', '.join(cells)}}};"
         return name

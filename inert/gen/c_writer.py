@@ -239,7 +239,7 @@ def generate(fmt: Format) -> tuple[str, str]:
     digest = hashlib.sha256((_spec_hash(fmt) + inspect.getsource(sys.modules[__name__])).encode()).hexdigest()[:16]
     guard = f"INERT_{fmt.module_name.upper()}_WRITE_H"
     header = [
-        _banner(f"spec/{fmt.module_name}.py", digest),
+        _banner(f"inert/spec/{fmt.module_name}.py", digest),
         f"/* The C writer of `{fmt.name}`: see c/inert_writer.h for the value tree and errors. */\n",
         f"#ifndef {guard}\n#define {guard}\n\n#include \"inert_writer.h\"\n\n",
     ]
@@ -250,7 +250,7 @@ def generate(fmt: Format) -> tuple[str, str]:
         )
     header.append("#endif\n")
     source = [
-        _banner(f"spec/{fmt.module_name}.py", digest),
+        _banner(f"inert/spec/{fmt.module_name}.py", digest),
         f"#include \"inert_{fmt.module_name}_write.h\"\n\n#include \"inert_{fmt.module_name}.h\"\n\n",
     ]
     for enum_name in sorted(mod.enums):

@@ -1,4 +1,4 @@
-"""Frozen versions: the hash of every released version's declaration, recorded in ``spec/frozen.json``.
+"""Frozen versions: the hash of every released version's declaration, recorded in ``inert/spec/frozen.json``.
 
 A released version never changes (docs/compatibility.md).  ``inert gen`` hashes each version's
 declaration (its grammar: typenames, fields, widths, limits, tag members, the format's magic and
@@ -26,7 +26,7 @@ from inert.spec._grammar import Format, Record, Recursive, Scalar, Union
 
 __all__ = ["FROZEN_FILE", "entries", "describe", "fingerprint", "fingerprints", "load", "freeze_text", "reached", "walk"]
 
-#: Where the hashes live: beside the declarations (``spec/``), ``{format: {"v<N>" | "<part>.v<N>": hash}}``.
+#: Where the hashes live: beside the declarations (``inert/spec/``), ``{format: {"v<N>" | "<part>.v<N>": hash}}``.
 FROZEN_FILE = Path(inert.spec.__file__).resolve().parent / "frozen.json"
 
 

@@ -47,9 +47,7 @@ from inert.spec._grammar import (
     min_size,
 )
 
-CODECS_DIR = Path(__file__).resolve().parents[2] / "codecs"
-if not CODECS_DIR.is_dir():  # installed: the codecs live inside the package
-    CODECS_DIR = Path(__file__).resolve().parents[1] / "codecs"
+CODECS_DIR = Path(__file__).resolve().parents[1] / "codecs"
 
 _FIXED = (Scalar, Bool8, Tag)
 #: Strings up to this many bytes (a dtype, say) are decoded once per module and remembered.
@@ -1038,7 +1036,7 @@ def generate(fmt: Format) -> str:
     doc = fmt.doc.strip().split("\n\n")[0].replace('"""', "'''")  # the rest: the specification page
     parts.append(
         _HEADER.format(
-            spec=f"spec/{fmt.module_name}.py",
+            spec=f"inert/spec/{fmt.module_name}.py",
             module=fmt.module_name,
             types=types.doc(),
             digest=_spec_hash(fmt),
@@ -1127,8 +1125,8 @@ def outputs() -> dict[Path, str]:
     files = {CODECS_DIR / "__init__.py": _package_init(), CODECS_DIR / "_tables.py": py_tables.source()}
     for fmt in FORMATS.values():
         files[CODECS_DIR / f"{fmt.module_name}.py"] = generate(fmt)
-    docs_dir = CODECS_DIR.parent / "docs" / "spec"
-    if docs_dir.parent.is_dir():  # a source checkout: the specification document is generated too
+    docs_dir = CODECS_DIR.parents[1] / "docs" / "spec"
+    if (CODECS_DIR.parents[1] / "pyproject.toml").is_file() and docs_dir.parent.is_dir():  # a source checkout: the specification document is generated too
         from inert.gen import docs as _docgen
 
         files.update(_docgen.outputs(FORMATS, docs_dir))

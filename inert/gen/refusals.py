@@ -45,9 +45,9 @@ class Refusal:
 
 
 def spec_file(fmt: Format) -> str:
-    """The declaration's file, relative to the checkout (``spec/shm_descriptor.py``)."""
+    """The declaration's file, relative to the checkout (``inert/spec/shm_descriptor.py``)."""
     module = sys.modules.get(f"inert.spec.{fmt.module_name}")
-    path = Path(getattr(module, "__file__", "") or f"spec/{fmt.module_name}.py").resolve()
+    path = Path(getattr(module, "__file__", "") or f"inert/spec/{fmt.module_name}.py").resolve()
     try:
         return str(path.relative_to(_ROOT))
     except ValueError:
@@ -150,7 +150,7 @@ def check_frozen(recorded: dict[str, dict[str, str]], current: dict[str, dict[st
     """Every recorded version whose declaration hashes differently now, or that is gone."""
     out = []
     for name, versions in sorted(recorded.items()):
-        file = spec_file(formats[name]) if name in formats else "spec/"
+        file = spec_file(formats[name]) if name in formats else "inert/spec/"
         for key, digest in sorted(versions.items()):
             now = current.get(name, {}).get(key)
             if now is None:

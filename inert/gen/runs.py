@@ -26,7 +26,7 @@ import enum
 import re
 from typing import TYPE_CHECKING, Any
 
-from inert.spec._grammar import Array, Bool8, Record, Rule, Scalar, Tag, Utf8
+from inert.spec._grammar import Array, Bool8, Record, Rule, Scalar, Tag, Utf8, Validate
 
 if TYPE_CHECKING:
     from inert.gen.python import _Module
@@ -177,6 +177,7 @@ def run_function(mod: _Module, record: Record, tag: tuple[Tag, enum.IntEnum, str
     for check in record.checks if rules is None else ():
         test = quick_test(mod, check, fields)
         if test is None:
+            assert isinstance(check, Validate)  # a Rule always has its inline test
             emit(3, f"if {mod.check(check.check)}(value, ctx) is not None:")
         else:
             emit(3, f"if not ({test}):")

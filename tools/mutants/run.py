@@ -2,7 +2,7 @@
 
 ``python tools/mutants/run.py [--format NAME ...] [--limit N] [--timeout S] [--match TEXT]`` (from a checkout; see README.md).
 
-Each mutant is a copy of one generated codec module (``codecs/<format>.py``) with one deviation, served
+Each mutant is a copy of one generated codec module (``inert/codecs/<format>.py``) with one deviation, served
 by the same request loop as the ``inert-generated`` testee and run against that format's vectors (rule
 ids compared).  The deviations, each named by the rule or line it comes from:
 
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-CODECS = ROOT / "codecs"
+CODECS = ROOT / "inert" / "codecs"
 TESTEE = Path(__file__).resolve().parent / "_testee.py"
 
 

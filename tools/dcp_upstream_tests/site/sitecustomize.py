@@ -145,9 +145,9 @@ def _torch_fsspec_modules() -> list[Any]:
 def _instrument() -> Any:
     """Log any use of torch's own writer and reader, and check the magic of every ``.metadata`` Inert commits."""
     import torch.distributed.checkpoint.filesystem as torch_fs
-    from inert.codecs.checkpoint_metadata import MAGIC
 
     import inert.torch as it
+    from inert.codecs.checkpoint_metadata import MAGIC
 
     def logged(cls: Any, name: str, event: str) -> None:
         original = getattr(cls, name)

@@ -1,4 +1,4 @@
-"""An example testee written only against the public protocol (conformance/PROTOCOL.md) and Inert's public API.
+"""An example testee written only against the public protocol (inert/conformance/PROTOCOL.md) and Inert's public API.
 
 Copy it as the start of your own: the framing below is the whole protocol (a little-endian u32 length, then
 that many bytes; a request is a JSON header frame then a payload frame, a response the same).  It answers
@@ -13,9 +13,8 @@ import struct
 import sys
 from typing import IO, Any
 
-from inert.codecs import shm_descriptor
-
 import inert
+from inert.codecs import shm_descriptor
 
 _LENGTH = struct.Struct("<I")
 

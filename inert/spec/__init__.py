@@ -10,7 +10,7 @@ from __future__ import annotations
 try:
     import construct  # noqa: F401
 except ImportError as exc:  # pragma: no cover - exercised by the missing-extra test
-    # The same wording as inert._extras.install_hint (spec/ does not import the runtime for it).
+    # The same wording as inert._extras.install_hint (inert/spec/ does not import the runtime for it).
     raise ImportError(
         "inert.spec needs Construct: pip install '<checkout>[spec]' (<checkout>: a clone of Inert; it is not on PyPI yet)"
     ) from exc

@@ -77,7 +77,8 @@ class Host(Protocol):
     """What interpreting a declaration needs from the runtime (``inert._interpret.HOST``)."""
 
     #: The error family, by class name (``errors.TruncatedError``): :mod:`inert._errors`.
-    errors: Any
+    @property
+    def errors(self) -> Any: ...
 
     def describe_foreign(self, head: bytes) -> str: ...
 

@@ -96,6 +96,7 @@ def _exercise(modules: dict[str, ModuleType], vectors: list[Vector]) -> None:
 def measure(vectors: list[Vector] | None = None) -> dict[str, dict[str, Figures]]:
     """Figures per generated codec module (``shm_message``, ...) and role (reader, writer)."""
     import coverage
+
     from inert.codecs import MODULES
 
     vectors = load_corpus() if vectors is None else vectors

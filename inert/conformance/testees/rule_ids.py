@@ -3,7 +3,7 @@
 ``python -m inert.conformance.testees.rule_ids CMD [ARG ...]`` starts ``CMD`` and passes every request to it
 and every response back.  A refusal that names no rule but whose message reads
 ``<format>: offset N: <field>: <reason>`` (as Inert's readers in every language word it) gets the id of the
-one declared rule that kind, field and reason match (``conformance/_trace.py``), so the runner compares the
+one declared rule that kind, field and reason match (``inert/conformance/_trace.py``), so the runner compares the
 rule and not only the kind.  The generated C readers' testee (``c/testee.c``) is run through it.
 """
 

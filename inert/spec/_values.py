@@ -128,7 +128,7 @@ payload breaking a rule of pass 1 or a document its row refuses are all `limit` 
 
 ## Canonical JSON of a value
 
-A decoded value is spelled so (the same in `conformance/PROTOCOL.md`; the conformance corpus
+A decoded value is spelled so (the same in `inert/conformance/PROTOCOL.md`; the conformance corpus
 compares the text byte for byte):
 
 * nil `null`, booleans `true`/`false`, ints in decimal;

@@ -19,7 +19,7 @@ from ._vectors_checkpoint_metadata import code, column, damaged_crc, document_fi
 from ._vectors_checkpoint_shard import one_reject_per_rule, typed_rejects, value_extensions
 
 MAGIC = b"\x89INRTDM\n"
-#: Copied from spec/dump_manifest.py and spec/dump_shard.py on purpose.
+#: Copied from inert/spec/dump_manifest.py and inert/spec/dump_shard.py on purpose.
 KINDS = {"DENSE": 1, "NESTED": 2, "VALUE": 3}
 MAX_KEY_LEN = 1 << 16
 MAX_TAG_LEN = 1 << 20

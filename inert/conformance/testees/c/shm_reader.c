@@ -1,7 +1,7 @@
 /*
  * An independent reader of Inert's shared-memory formats (shm-message and
  * shm-samples-meta version 1, shm-descriptor versions 1 and 2), speaking the conformance
- * testee protocol (conformance/PROTOCOL.md) on stdin and stdout.
+ * testee protocol (inert/conformance/PROTOCOL.md) on stdin and stdout.
  *
  * Written from the format descriptions, not from the Python codecs, to show
  * that the protocol and the corpus are language-neutral.  It decodes only: it

@@ -25,7 +25,7 @@ MAX_DCP_VERSION_LEN = 64
 MAX_DEPTH = 64
 MAX_NDIM = 64
 NO_CHECKSUMS = {"verify_checksums": False}
-#: Copied from spec/checkpoint_metadata.py on purpose.
+#: Copied from inert/spec/checkpoint_metadata.py on purpose.
 LAYOUTS = {"STRIDED": 0, "SPARSE_COO": 1, "SPARSE_CSR": 2, "SPARSE_CSC": 3, "SPARSE_BSR": 4, "SPARSE_BSC": 5, "JAGGED": 6}
 MEMORY_FORMATS = {"CONTIGUOUS": 0, "CHANNELS_LAST": 1, "CHANNELS_LAST_3D": 2, "PRESERVE": 3}
 #: The chunk columns of a tensor entry, in file order, with their element format.

@@ -15,9 +15,8 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
-from inert.spec._rules import SpecRule
-
 from inert._errors import InertError
+from inert.spec._rules import SpecRule
 
 from ._corpus import Vector, load_corpus
 

@@ -15,7 +15,7 @@ import msgpack
 
 from ._vectorlib import Piece
 
-#: Every tensor dtype: name -> (tag value, itemsize), as spec/checkpoint_shard.py declares them.
+#: Every tensor dtype: name -> (tag value, itemsize), as inert/spec/checkpoint_shard.py declares them.
 DTYPES: dict[str, tuple[int, int]] = {
     "BOOL": (1, 1), "UINT8": (2, 1), "INT8": (3, 1), "UINT16": (4, 2), "INT16": (5, 2), "UINT32": (6, 4),
     "INT32": (7, 4), "UINT64": (8, 8), "INT64": (9, 8), "FLOAT16": (10, 2), "BFLOAT16": (11, 2), "FLOAT32": (12, 4),
