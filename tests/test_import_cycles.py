@@ -17,8 +17,6 @@ KNOWN = {
     frozenset({"inert.cli.convert", "inert.cli.migrate"}),
     frozenset({"inert.gen.c", "inert.gen.c_writer", "inert.gen.grammar_hash"}),
     frozenset({"inert.gen.python", "inert.gen.runs"}),
-    frozenset({"inert.conformance._trace", "inert.conformance.testees._serve", "inert.conformance.testees.inert_construct",
-               "inert.conformance.testees.inert_generated"}),
 }
 
 

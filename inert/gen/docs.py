@@ -567,7 +567,7 @@ def _vector_list(names: list[str], shown: int = 4) -> str:
 def _counts(formats: dict[str, Format]) -> dict[str, tuple[int, int, int, int]]:
     """(rules, accepting, refusing, write) vector counts of each format, parts included."""
     from inert.conformance._corpus import load_corpus
-    from inert.conformance._trace import base_format
+    from inert.conformance._rule_match import base_format
 
     counts = {name: [len(fmt.rules()), 0, 0, 0] for name, fmt in formats.items()}
     for vector in load_corpus():

@@ -23,7 +23,7 @@ Codec = tuple[Decode, Encode]
 def _rule(fmt: str, error: InertError) -> str:
     """The spec rule the refusal is by ("" without the spec, or when no single rule matches it)."""
     try:
-        from .._trace import rule_of
+        from .._rule_match import rule_of
     except ImportError:  # pragma: no cover - the spec extra (Construct) is not installed: kinds only
         return ""
     try:

@@ -17,7 +17,7 @@ from dataclasses import replace
 from inert._errors import HarnessError
 
 from .._protocol import Response, read_request, read_response, write_request, write_response
-from .._trace import base_format, declared_rules, matching_rules
+from .._rule_match import base_format, declared_rules, matching_rules
 
 __all__ = ["rule_of_message"]
 
