@@ -50,7 +50,7 @@ from inert.spec._grammar import (
     min_size,
 )
 
-__all__ = ["C_DIR", "outputs", "generate", "missing_rules", "run"]
+__all__ = ["C_DIR", "outputs", "generate", "missing_rules"]
 
 C_DIR = Path(__file__).resolve().parents[2] / "c"
 
@@ -723,25 +723,3 @@ def outputs() -> dict[Path, str]:
         files[C_DIR / f"inert_{fmt.module_name}.c"] = source
     files[C_DIR / "inert_formats.h"], files[C_DIR / "inert_formats.c"] = _registry()
     return files
-
-
-def run(check: bool) -> int:
-    """Write (or with ``check``, compare) the generated C files; nothing outside a source checkout."""
-    if not C_DIR.is_dir():  # an installed package: the C readers live in the source tree only
-        return 0
-    from inert.gen import grammar_hash
-
-    stale = []
-    for path, text in {**outputs(), **grammar_hash.outputs(C_DIR)}.items():
-        if path.exists() and path.read_text() == text:
-            continue
-        stale.append(path)
-        if not check:
-            path.write_text(text)
-    if check and stale:
-        for path in stale:
-            print(f"inert: gen: c/{path.name} is stale; run `inert gen`", file=sys.stderr)
-        return 1
-    if not check:
-        print(f"inert: gen: {len(stale)} C file(s) written")
-    return 0

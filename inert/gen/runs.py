@@ -24,12 +24,27 @@ from __future__ import annotations
 
 import enum
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from inert.spec._grammar import Array, Bool8, Record, Rule, Scalar, Tag, Utf8, Validate
 
-if TYPE_CHECKING:
-    from inert.gen.python import _Module
+
+class _Module(Protocol):
+    """What a run function needs of the codec module being generated (``inert.gen.python._Module``)."""
+
+    functions: list[str]
+    run_functions: set[str]
+
+    def record_rules(self, con: Record | None) -> Any: ...
+
+    def const(self, source: str, hint: str) -> str: ...
+
+    def struct(self, codes: str) -> str: ...
+
+    def enum(self, enum_cls: type[enum.IntEnum]) -> str: ...
+
+    def check(self, fn: Any) -> str: ...
+
 
 __all__ = ["RULE_FIELD_RE", "RUN_MIN", "eligible", "quick_test", "run_function"]
 

@@ -29,8 +29,7 @@ from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
 from torch.distributed.checkpoint.metadata import Metadata, TensorStorageMetadata
 
 from inert._errors import InertError
-
-from ._reader import ShapeMismatchError
+from inert._records import ShapeMismatchError
 
 __all__ = ["cause", "quiet_fallback", "install_log_filter"]
 
