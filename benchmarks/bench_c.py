@@ -8,6 +8,10 @@ content as its users pickle it today, all in CPU time (best of N).  Ratios are o
 * ``checkpoint-metadata`` of the 70B/Adam/64-way shape of ``bench_dcp.py`` (pickle with the GC
   on and off), with the C reader's throughput in GB/s of input validated (target: at least 1).
 
+Beside them, the limit (benchmarks/limits.py): a memcpy of the input's bytes between preallocated
+buffers, and the C reader's fraction of it (the limit's time over its validating time); the load
+average before and after.
+
 Run: ``python benchmarks/bench_c.py`` (builds ``c/build/bench`` with ``make -C c bench``).
 The C readers only read; the CPython accelerator (C called from ``decode``) is not built yet, so
 the Python figures are the pure-Python codec.
@@ -28,6 +32,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 C_DIR = HERE.parent / "c"
 sys.path.insert(0, str(HERE))
+from limits import fraction, load_line, memcpy_limit, report  # noqa: E402
 
 
 def best(fn: Callable[[], Any], repeat: int) -> float:
@@ -57,8 +62,9 @@ def main() -> None:
     subprocess.run(["make", "-s", "-C", str(C_DIR), "bench"], check=True)
     import bench_shm
 
+    print(load_line())
     print(f"{'input':<36} {'bytes':>8} | {'C valid.':>9} {'C visit':>9} {'py dec.':>9} {'pickle':>9} | "
-          f"{'Cval/pkl':>8} {'Cvis/pkl':>8} {'py/pkl':>7}   (ns)")
+          f"{'Cval/pkl':>8} {'Cvis/pkl':>8} {'py/pkl':>7} | {'limit':>7} {'of lim.':>7}   (ns)")
     for message in bench_shm.MESSAGES:
         codec = bench_shm.CODECS[message.format]
         data = codec.encode(message.value)
@@ -67,7 +73,8 @@ def main() -> None:
         python = best(lambda: codec.decode(data), 2000)  # noqa: B023
         loads = best(lambda: pickle.loads(pickled), 2000)  # noqa: B023
         print(f"{message.name:<36} {len(data):>8} | {validate:>9.0f} {visit:>9.0f} {python:>9.0f} {loads:>9.0f} | "
-              f"{validate / loads:>8.3f} {visit / loads:>8.3f} {python / loads:>7.2f}")
+              f"{validate / loads:>8.3f} {visit / loads:>8.3f} {python / loads:>7.2f} | "
+              f"{(limit := memcpy_limit(len(data)) * 1e9):>7.0f} {fraction(limit, validate):>7.3f}")
 
     import bench_dcp
 
@@ -92,6 +99,10 @@ def main() -> None:
     print(f"  C validate without the CRC-32 (verify_checksums=false) {unchecked / 1e6:.2f} ms = {len(data) / unchecked:.2f} GB/s")
     print(f"  C validate / pickle.loads (GC off) {validate / loads_nogc:.3f}   C visit / pickle.loads (GC off) "
           f"{visit / loads_nogc:.3f}   Python decode / pickle.loads (GC off) {python / loads_nogc:.2f}")
+    print(report("the C validate", memcpy_limit(len(data)), validate / 1e9, "a memcpy of the encoded bytes"))
+    print("limit: a memcpy of the input's bytes between preallocated buffers (benchmarks/limits.py); "
+          "of lim.: the limit's time over the C reader's validating time")
+    print(load_line())
 
 
 if __name__ == "__main__":

@@ -8,6 +8,10 @@ time per sample of the parent and of the workers (less sensitive to other load).
     python benchmarks/bench_dali.py                  # defaults: small samples, where messages weigh most
     python benchmarks/bench_dali.py --vary-shapes    # no two batches alike: every meta encoded and decoded
     python benchmarks/bench_dali.py --shape 3,224,224 --dtype uint8 --batch-size 32
+
+Beside the ratio it prints the limit (benchmarks/limits.py): a batch's array bytes copied once
+between preallocated buffers, the copy a worker makes into shared memory, against inert.dali's wall
+time per batch; and the load average before and after.
 """
 
 from __future__ import annotations
@@ -23,6 +27,9 @@ import numpy as np
 from nvidia.dali import Pipeline, fn
 
 import inert.dali
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from limits import load_line, memcpy_limit, report  # noqa: E402
 
 
 class Source:
@@ -110,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=7, help="runs of each path, alternating")
     args = parser.parse_args(argv)
+    print(load_line())
 
     runs: dict[bool, list[float]] = {True: [], False: []}
     cpu: dict[bool, list[float]] = {True: [], False: []}
@@ -140,6 +148,12 @@ def main(argv: list[str] | None = None) -> int:
     ratio = statistics.median(runs[True]) / statistics.median(runs[False])
     paired = statistics.median(a / b for a, b in zip(runs[True], runs[False], strict=True))
     print(f"  ratio (inert.dali / DALI pickle): {ratio:.3f}  (median of the {args.repeats} paired runs' ratios: {paired:.3f})")
+    # The sample bytes of one batch (the mean over the first dimensions drawn when varied), copied once.
+    choices = Source(args.shape, args.dtype, args.outputs, args.vary_shapes).choices
+    batch_bytes = sum(array.nbytes for choice in choices for array in choice) * args.batch_size // len(choices)
+    per_batch = args.batch_size / statistics.median(runs[True])
+    print(report("a batch", memcpy_limit(batch_bytes), per_batch, f"a memcpy of its {batch_bytes:,} sample bytes"))
+    print(load_line())
     return 0
 
 

@@ -21,6 +21,11 @@ with the median beside it; ratios above 1 favour Inert.
 moto keeps each object in a temporary file and reads the whole object for every request,
 ranged or not: on this server, request count times object size is what costs, more than
 the bytes moved.  It runs in one Python process (one core at most).
+
+Beside the ratios it prints the limits (benchmarks/limits.py) of both paths, from the files of
+Inert's last local checkpoint: their sizes written to fresh files on ``--threads`` threads without
+fsync (the save's), and the files read with ``os.preadv`` into preallocated buffers on 2 threads
+(the load's), against the medians; and the load average before and after.
 """
 
 from __future__ import annotations
@@ -44,7 +49,10 @@ from torch.distributed.checkpoint._fsspec_filesystem import FsspecWriter as DcpF
 
 from inert.torch import FileSystemReader, FileSystemWriter, FsspecReader, FsspecWriter
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+from limits import file_ranges, load_line, pread_limit, report, write_limit  # noqa: E402
 from s3_server import S3Server  # noqa: E402 - the tests' server, started the same way
 
 warnings.filterwarnings("ignore")
@@ -80,6 +88,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1, help="thread_count of both writers")
     args = parser.parse_args()
+    print(load_line())
 
     state = model_and_adam(args.mib)
     nbytes = sum(t.numel() * t.element_size() for t in _tensors(state))
@@ -117,6 +126,11 @@ def main() -> None:
                 assert all(torch.equal(a, b) for a, b in zip(_tensors(state), _tensors(into), strict=True)), name
                 print(f"  round {n + 1} {name:12s} save {times[name]['save'][-1]:7.2f} s  load {times[name]['load'][-1]:7.2f} s",
                       flush=True)
+        # The limits, from the files of Inert's last local checkpoint (the same bytes as the S3 objects hold).
+        last_local = candidates["inert local"][2](args.repeat - 1)
+        files = [os.path.join(top, name) for top, _, names in os.walk(last_local) for name in names]
+        limits = (write_limit([os.path.getsize(f) for f in files], local, threads=args.threads, sync=False),
+                  pread_limit(file_ranges(files), threads=2)) if files and "inert local" not in failed else None
     finally:
         server.stop()
         shutil.rmtree(local, ignore_errors=True)
@@ -129,13 +143,21 @@ def main() -> None:
             print(f"{name:14s} failed: {failed[name]}")
             continue
         print(f"{name:14s}" + "".join(f"{min(runs[k]):9.2f} s ({statistics.median(runs[k]):5.2f})" for k in ("save", "load")))
-    if "dcp fsspec" in failed or "inert fsspec" in failed:
-        return
-    base, ours = times["dcp fsspec"], times["inert fsspec"]
-    for what in ("save", "load"):
-        best = min(base[what]) / min(ours[what])
-        median = statistics.median(base[what]) / statistics.median(ours[what])
-        print(f"{what}: inert fsspec vs dcp fsspec {best:.2f}x faster (medians {median:.2f}x)")
+    if "dcp fsspec" not in failed and "inert fsspec" not in failed:
+        base, ours = times["dcp fsspec"], times["inert fsspec"]
+        for what in ("save", "load"):
+            best = min(base[what]) / min(ours[what])
+            median = statistics.median(base[what]) / statistics.median(ours[what])
+            print(f"{what}: inert fsspec vs dcp fsspec {best:.2f}x faster (medians {median:.2f}x)")
+    if limits is not None:
+        hows = (f"the same file sizes written, {args.threads} thread(s), no fsync",
+                "the same files read with os.preadv, 2 threads")
+        for (what, how), limit in zip(zip(("save", "load"), hows, strict=True), limits, strict=True):
+            for name in ("inert fsspec", "inert local"):
+                if name in failed:
+                    continue
+                print(report(f"the {what} ({name})", limit, statistics.median(times[name][what]), how))
+    print(load_line())
 
 
 def _tensors(state: Any) -> list[torch.Tensor]:

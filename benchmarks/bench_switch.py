@@ -12,7 +12,10 @@
     ``FileSystemWriter(path)`` construction against building Inert's directly.
 
 Runs take turns (both see the same background load); each figure is the median of ``--repeat`` runs.
-Ratios above 1 favour the switch.
+Ratios above 1 favour the switch.  Beside (a) it prints the limits (benchmarks/limits.py), from the
+files of the switched side's first checkpoint of each mode: their sizes written to fresh files and
+fsynced on 1 thread (the save's), and the files read with ``os.preadv`` into preallocated buffers on
+2 threads (the load's), against the switched medians; and the load average before and after.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import logging
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 import timeit
@@ -38,6 +42,9 @@ from torchtitan.components.optimizer import LRSchedulersContainer, OptimizersCon
 from torchtitan.components.optimizer.optimizer import ParamGroupConfig
 
 import inert.torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from limits import file_ranges, load_line, pread_limit, report, write_limit  # noqa: E402
 
 
 def build(mib: int) -> tuple[nn.Module, OptimizersContainer, LRSchedulersContainer]:
@@ -80,14 +87,25 @@ def titan_times(parts: Parts, async_mode: str, base: str) -> tuple[float, float]
     return saved, loaded
 
 
+#: By async mode: the switched side's median (save, load) seconds.
+SWITCHED: dict[str, tuple[float, float]] = {}
+#: By async mode: the (save, load) limits of the switched side's first checkpoint (see titan_run).
+LIMITS: dict[str, tuple[float, float]] = {}
+
+
 def titan_run(parts: Parts, async_mode: str, tmp: str, on: bool) -> tuple[float, float]:
-    """One save and load in a new folder, with the switch on or off."""
+    """One save and load in a new folder, with the switch on or off (the first switched one also measures LIMITS)."""
     base = tempfile.mkdtemp(dir=tmp)
     try:
-        if on:
-            with inert.torch.enabled():
-                return titan_times(parts, async_mode, base)
-        return titan_times(parts, async_mode, base)
+        if not on:
+            return titan_times(parts, async_mode, base)
+        with inert.torch.enabled():
+            times = titan_times(parts, async_mode, base)
+        if async_mode not in LIMITS:
+            files = [os.path.join(top, name) for top, _, names in os.walk(base) for name in names]
+            LIMITS[async_mode] = (write_limit([os.path.getsize(f) for f in files], tmp, threads=1, sync=True),
+                                  pread_limit(file_ranges(files), threads=2))
+        return times
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -107,6 +125,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--calls", type=int, default=200)
     args = parser.parse_args()
+    print(load_line())
     logging.getLogger().setLevel(logging.ERROR)  # torchtitan logs each save and load on the root logger
     tmp = tempfile.mkdtemp(prefix="bench_switch-")
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
@@ -119,7 +138,14 @@ def main() -> None:
         for async_mode in ("disabled", "async"):
             got = median_pair(functools.partial(titan_run, parts, async_mode, tmp), args.repeat)
             (st, lt), (si, li) = got[False], got[True]
+            SWITCHED[async_mode] = (si, li)
             print(f"    {async_mode:<10}{st:>11.3f}s{si:>11.3f}s{st / si:>8.2f}{lt:>11.3f}s{li:>11.3f}s{lt / li:>8.2f}")
+        for async_mode in ("disabled", "async"):
+            save_limit, load_limit = LIMITS[async_mode]
+            print(report(f"the {async_mode} save", save_limit, SWITCHED[async_mode][0],
+                         "the same file sizes written and fsynced, 1 thread"))
+            print(report(f"the {async_mode} load", load_limit, SWITCHED[async_mode][1],
+                         "the same files read with os.preadv, 2 threads"))
 
         print(f"(b) the switch's own cost: a 16-byte state saved {args.calls} times, median of {args.repeat}")
         state = {"x": torch.arange(4, dtype=torch.float32)}
@@ -153,6 +179,7 @@ def main() -> None:
         print(f"    inert.torch.FileSystemWriter(path)           {direct / number * 1e6:8.2f} us")
         print(f"    dcp.FileSystemWriter(path) while enabled     {redirected / number * 1e6:8.2f} us"
               f" ({(redirected - direct) / number * 1e6:+.2f} us: the redirection)")
+        print(load_line())
     finally:
         dist.destroy_process_group()
         shutil.rmtree(tmp, ignore_errors=True)

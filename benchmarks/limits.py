@@ -172,6 +172,12 @@ def fraction(limit: float, ours: float) -> float:
     return limit / ours if ours > 0 else float("nan")
 
 
+def _duration(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.3g} us"
+
+
 def report(what: str, limit: float, ours: float, how: str) -> str:
-    """One line: the limit's time, how it was measured, Inert's time and its fraction of the limit."""
-    return f"  limit of {what}: {how} {limit * 1e3:.2f} ms; Inert {ours * 1e3:.2f} ms = {fraction(limit, ours):.2f} of the limit"
+    """One line: the limit's time, how it was measured, Inert's time and its fraction of the limit
+    (in microseconds below a millisecond, and the fraction to three significant digits: a decoder's is small)."""
+    return (f"  limit of {what}: {how} {_duration(limit)}; Inert {_duration(ours)} = "
+            f"{fraction(limit, ours):.3g} of the limit")
