@@ -39,8 +39,10 @@ int inert_write_within_index(inert_writer *w, uint64_t index) {
 }
 
 const inert_value *inert_member_of(const inert_value *object, const char *name) {
-    for (size_t k = 0; k < object->count; k++)
-        if (strcmp(object->members[k].name, name) == 0) return &object->members[k].value;
+    for (size_t k = 0; k < object->count; k++) { /* the first byte first: most names differ there */
+        const char *have = object->members[k].name;
+        if (have[0] == name[0] && strcmp(have, name) == 0) return &object->members[k].value;
+    }
     return NULL;
 }
 
@@ -58,6 +60,7 @@ int inert_write_member(inert_writer *w, const inert_value *object, const char *n
 int inert_write_known(inert_writer *w, const inert_value *object, const char *const *keys, size_t n, const char *what) {
     for (size_t k = 0; k < object->count; k++) {
         const char *name = object->members[k].name;
+        if (k < n && keys[k][0] == name[0] && strcmp(keys[k], name) == 0) continue; /* in declaration order: the usual */
         size_t j = 0;
         while (j < n && strcmp(keys[j], name) != 0) j++;
         if (j < n) continue;

@@ -33,6 +33,7 @@ __all__ = [
     "accelerator",
     "bind_decode",
     "builder",
+    "encoder",
     "extension",
     "pure_python",
 ]
@@ -129,6 +130,12 @@ def builder(name: str) -> Callable[..., Any] | None:
             f"(built from older sources): rebuild it with `{REBUILD}`"
         )
     return found
+
+
+def encoder() -> Callable[[str, Any, int], bytes | None] | None:
+    """The generated C writers (``encode_or_none(format, value, version)``: the bytes, or None wherever the
+    codec's Python encoder must write or refuse the value), or None for pure Python, as :func:`builder`."""
+    return builder("encode_or_none")
 
 
 def bind_decode(decode: Callable[..., Any], namespace: dict[str, Any], params: tuple[str, ...]) -> Callable[..., Any]:

@@ -14,7 +14,7 @@ import zlib
 from collections.abc import Collection
 from typing import Any
 
-from inert._accelerator import accelerator, bind_decode
+from inert._accelerator import accelerator, bind_decode, encoder
 from inert._checks import describe_foreign
 from inert._errors import (
     ForeignFormatError,
@@ -35,6 +35,7 @@ __all__ = [
     "missing_key",
     "accelerator",
     "bind_decode",
+    "encoder",
     "as_buffer",
     "private_bytes",
     "cached_text",

@@ -2,13 +2,18 @@
 
 They run through the CPython accelerator's ``encode`` (inert._accel, built from c/; CI builds it),
 which hands them the value as a tree.  Compared on every accept vector of the written formats and
-on random valid values from the fuzzers' registry.
+on random valid values from the fuzzers' registry, against the Python encoder itself (the message
+codecs' ``encode`` asks the C writer first: ``_ACCEL_ENCODE``, unbound for the comparison).
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
@@ -26,8 +31,57 @@ def test_every_written_format_has_its_writer_built() -> None:
     assert set(NAMES) == expected
 
 
+@contextlib.contextmanager
+def _pure_python_encode(module_name: str) -> Iterator[Any]:
+    """The codec module with its C writer unbound (``_ACCEL_ENCODE = None``: its ``encode`` is the Python encoder's)."""
+    module = importlib.import_module(f"inert.codecs.{module_name}")
+    bound = vars(module).get("_ACCEL_ENCODE")
+    if bound is not None:
+        module._ACCEL_ENCODE = None
+    try:
+        yield module
+    finally:
+        if bound is not None:
+            module._ACCEL_ENCODE = bound
+
+
 def _python_encode(name: str, value: Any, version: int) -> bytes:
-    return bytes(codec(REGISTRY[name]).encode(value, version=version))
+    with _pure_python_encode(REGISTRY[name].module_name):
+        return bytes(codec(REGISTRY[name]).encode(value, version=version))
+
+
+_SAMPLES = {"samples": [{"kind": "ARRAY", "offset": 128 * i, "nbytes": 12, "dtype": "<f4", "shape": [3]} for i in range(4)]}
+
+
+def test_the_message_codecs_encode_with_their_c_writer() -> None:
+    from inert.codecs import shm_message, shm_samples_meta
+
+    assert shm_message._ACCEL_ENCODE is not None and shm_samples_meta._ACCEL_ENCODE is not None
+    assert shm_samples_meta._ACCEL_ENCODE("shm-samples-meta", _SAMPLES, 1) == shm_samples_meta.encode(_SAMPLES)
+    assert shm_samples_meta.encode(_SAMPLES) == _python_encode("shm-samples-meta", _SAMPLES, 1)
+
+
+def test_what_the_c_writer_leaves_is_the_python_encoders() -> None:
+    """Values it has no tree for (numpy integers, which the Python encoder takes by ``__index__``), refusals
+    (the Python encoder's own error and text) and unknown versions: the C writer answers None, Python decides."""
+    from inert._errors import WriteTypeError, WriteValueError
+    from inert.codecs import shm_samples_meta
+
+    numpy_ints = {"samples": [dict(s, offset=np.int64(s["offset"])) for s in _SAMPLES["samples"]]}
+    assert shm_samples_meta._ACCEL_ENCODE("shm-samples-meta", numpy_ints, 1) is None
+    assert shm_samples_meta.encode(numpy_ints) == shm_samples_meta.encode(_SAMPLES)  # type: ignore[arg-type]
+    missing = {"samples": [{"kind": 0, "offset": 0}]}
+    assert shm_samples_meta._ACCEL_ENCODE("shm-samples-meta", missing, 1) is None
+    with pytest.raises(WriteTypeError) as caught:
+        shm_samples_meta.encode(missing)  # type: ignore[arg-type]
+    assert caught.value.field == "samples[0].nbytes" and "requires this key" in str(caught.value)
+    unaligned = {"samples": [dict(_SAMPLES["samples"][0], offset=2)]}
+    with pytest.raises(WriteValueError) as rule:
+        shm_samples_meta.encode(unaligned)  # type: ignore[arg-type]
+    assert rule.value.field == "samples[0].offset" and "not a multiple of the itemsize 4" in str(rule.value)
+    assert shm_samples_meta._ACCEL_ENCODE("shm-samples-meta", _SAMPLES, 7) is None
+    with pytest.raises(Exception, match="version 7"):
+        shm_samples_meta.encode(_SAMPLES, version=7)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("name", NAMES)

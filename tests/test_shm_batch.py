@@ -325,6 +325,22 @@ def test_a_meta_differing_in_one_byte_is_decoded_afresh() -> None:
     assert _samples_layout.decode_layout(meta, 1 << 20) is first
 
 
+def test_metas_alike_in_their_last_bytes_are_told_apart() -> None:
+    """The decode cache's key holds a meta's last bytes, not all of them: a meta differing only before them
+    (the first sample's offset, 40 records back) is decoded afresh, and each decodes to its own layout."""
+    meta = plan_batch([np.zeros(4, np.int32)] * 40).meta
+    assert len(meta) > _samples_layout._TAIL + 8 + _RECORD
+    changed = bytearray(meta)
+    struct.pack_into("<Q", changed, 8 + 1, 100 * SAMPLE_ALIGNMENT)  # the first sample's offset, after the count and kind
+    other = bytes(changed)
+    assert other[-_samples_layout._TAIL:] == meta[-_samples_layout._TAIL:]
+    for _ in range(2):  # taking turns in one slot
+        first = _samples_layout.decode_layout(meta, 1 << 20)
+        second = _samples_layout.decode_layout(other, 1 << 20)
+        assert first.samples[0]["offset"] == 0 and second.samples[0]["offset"] == 100 * SAMPLE_ALIGNMENT
+        assert first.samples[1:] == second.samples[1:]
+
+
 def test_layout_caches_are_bounded() -> None:
     for n in range(3 * _samples_layout._SLOTS):
         _samples_layout.decode_layout(plan_batch([np.zeros(n, np.int8)]).meta, 1 << 20)
@@ -335,7 +351,7 @@ def test_layout_caches_are_bounded() -> None:
     assert len(meta) > _samples_layout._MAX_CACHED_BYTES
     layout = _samples_layout.decode_layout(meta, 1 << 30)
     assert len(layout.samples) == len(many)
-    assert (meta, 1 << 30) not in _samples_layout._layouts and _samples_layout._last[0] != meta
+    assert all(kept is not meta for kept, _ in _samples_layout._layouts.values()) and _samples_layout._last[0] != meta
 
 
 def test_a_batch_shaped_like_the_last_reuses_its_encoded_meta() -> None:

@@ -1026,20 +1026,39 @@ static PyObject *formats(PyObject *module, PyObject *unused) {
 typedef struct {
     void **blocks;
     size_t nblocks, capblocks;
+    char *next;  /* the free end of the last shared block */
+    size_t left; /* bytes free there */
     Py_buffer *views;
     size_t nviews, capviews;
     PyObject *refs; /* a list of the objects made here that the tree points into (a BytesIO's value) */
 } arena;
 
-static void *arena_alloc(arena *a, size_t count, size_t size) {
+/* Nodes come from shared blocks of this many bytes (zeroed), larger arrays of nodes from their own: a tree
+ * of a few hundred nodes is a few allocations, not one per node. */
+#define ARENA_BLOCK (1 << 16)
+
+static void *arena_block(arena *a, size_t bytes) {
     if (a->nblocks == a->capblocks) {
         size_t cap = a->capblocks ? 2 * a->capblocks : 64;
         void **grown = PyMem_Realloc(a->blocks, cap * sizeof *grown);
         if (!grown) return NULL;
         a->blocks = grown, a->capblocks = cap;
     }
-    void *p = PyMem_Calloc(count ? count : 1, size);
+    void *p = PyMem_Calloc(1, bytes ? bytes : 1);
     if (p) a->blocks[a->nblocks++] = p;
+    return p;
+}
+
+static void *arena_alloc(arena *a, size_t count, size_t size) {
+    if (size && count > ((size_t)-1 - 15) / size) return NULL;
+    size_t total = count * size, bytes = total ? (total + 15) & ~(size_t)15 : 16; /* 16-byte aligned, as malloc's */
+    if (bytes > ARENA_BLOCK / 4) return arena_block(a, bytes);
+    if (bytes > a->left) {
+        if (!(a->next = arena_block(a, ARENA_BLOCK))) return (a->left = 0, NULL);
+        a->left = ARENA_BLOCK;
+    }
+    void *p = a->next;
+    a->next += bytes, a->left -= bytes;
     return p;
 }
 
@@ -1096,6 +1115,7 @@ static uint64_t dtype_code(PyObject *name) {
 }
 
 static int tree_of(arena *a, PyObject *obj, inert_value *out, int depth);
+static int object_tree(arena *a, PyObject *dict, inert_value *out, int depth);
 
 /* A typed value (inert._value_types, io.BytesIO) as a tree node: 1 done, 0 not one, -1 a Python error. */
 static int typed_tree(arena *a, PyObject *obj, inert_value *out, int depth) {
@@ -1157,9 +1177,12 @@ static int typed_tree(arena *a, PyObject *obj, inert_value *out, int depth) {
     return fault ? -1 : 1;
 }
 
-/* Whether every key of the dict is a str without NUL (an object of named members). */
-static int names_only(PyObject *dict) {
-    Py_ssize_t pos = 0, len;
+/* A dict whose keys are all str without NUL as an object of named members: 1 done, 0 another key (the dict is a
+ * value document's map), -1 a Python error.  One pass over the dict: the names and the values together. */
+static int object_tree(arena *a, PyObject *dict, inert_value *out, int depth) {
+    inert_member *members = arena_alloc(a, (size_t)PyDict_GET_SIZE(dict), sizeof *members);
+    if (!members) return (PyErr_NoMemory(), -1);
+    Py_ssize_t pos = 0, k = 0, len;
     PyObject *key, *item;
     while (PyDict_Next(dict, &pos, &key, &item)) {
         const char *name = PyUnicode_Check(key) ? PyUnicode_AsUTF8AndSize(key, &len) : NULL;
@@ -1167,8 +1190,12 @@ static int names_only(PyObject *dict) {
             PyErr_Clear();
             return 0;
         }
-        if (strlen(name) != (size_t)len) return 0;
+        if (memchr(name, 0, (size_t)len)) return 0;
+        members[k].name = name;
+        if (tree_of(a, item, &members[k].value, depth + 1)) return -1;
+        k++;
     }
+    out->kind = INERT_VALUE_OBJECT, out->members = members, out->count = (size_t)k;
     return 1;
 }
 
@@ -1238,30 +1265,20 @@ static int tree_of(arena *a, PyObject *obj, inert_value *out, int depth) {
         for (Py_ssize_t k = 0; k < n; k++)
             if (tree_of(a, PySequence_Fast_GET_ITEM(obj, k), &items[k], depth + 1)) return -1;
         out->kind = PyTuple_Check(obj) ? INERT_VALUE_TUPLE : INERT_VALUE_LIST, out->items = items, out->count = (size_t)n;
-    } else if (PyDict_Check(obj) && !names_only(obj)) { /* a value document's map with bytes keys */
-        Py_ssize_t n = PyDict_GET_SIZE(obj), pos = 0, k = 0;
-        PyObject *key, *item;
-        inert_value *items = arena_alloc(a, 2 * (size_t)n, sizeof *items);
-        if (!items) return (PyErr_NoMemory(), -1);
-        while (PyDict_Next(obj, &pos, &key, &item)) {
-            if (tree_of(a, key, &items[2 * k], depth + 1) || tree_of(a, item, &items[2 * k + 1], depth + 1)) return -1;
-            k++;
-        }
-        out->kind = INERT_VALUE_MAP, out->items = items, out->count = (size_t)k;
     } else if (PyDict_Check(obj)) {
-        inert_member *members = arena_alloc(a, (size_t)PyDict_GET_SIZE(obj), sizeof *members);
-        if (!members) return (PyErr_NoMemory(), -1);
-        Py_ssize_t pos = 0, k = 0;
-        PyObject *key, *item;
-        while (PyDict_Next(obj, &pos, &key, &item)) {
-            if (!PyUnicode_Check(key)) {
-                PyErr_SetString(PyExc_TypeError, "object keys must be str");
-                return -1;
+        int named = object_tree(a, obj, out, depth);
+        if (named < 0) return -1;
+        if (!named) { /* a value document's map with keys of other types */
+            Py_ssize_t n = PyDict_GET_SIZE(obj), pos = 0, k = 0;
+            PyObject *key, *item;
+            inert_value *items = arena_alloc(a, 2 * (size_t)n, sizeof *items);
+            if (!items) return (PyErr_NoMemory(), -1);
+            while (PyDict_Next(obj, &pos, &key, &item)) {
+                if (tree_of(a, key, &items[2 * k], depth + 1) || tree_of(a, item, &items[2 * k + 1], depth + 1)) return -1;
+                k++;
             }
-            if (!(members[k].name = PyUnicode_AsUTF8(key)) || tree_of(a, item, &members[k].value, depth + 1)) return -1;
-            k++;
+            out->kind = INERT_VALUE_MAP, out->items = items, out->count = (size_t)k;
         }
-        out->kind = INERT_VALUE_OBJECT, out->members = members, out->count = (size_t)k;
     } else {
         int typed = typed_tree(a, obj, out, depth);
         if (typed < 0) return -1;
@@ -1277,37 +1294,77 @@ static const char *write_kind_name(inert_write_kind kind) {
     return kind == INERT_WRITE_TYPE ? "write-type" : kind == INERT_WRITE_VALUE ? "write-value" : "unsupported";
 }
 
-/* encode(name, value, version): the generated C writer's bytes, or ValueError(kind, field, reason). */
-static PyObject *encode(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    (void)module;
+/* The writes of a tree of up to this many bytes go to one scratch buffer in one pass (the writer counts
+ * what it would write past the end; a larger value is written again, into bytes of its size). */
+#define SCRATCH_BYTES (1 << 16)
+static uint8_t scratch[SCRATCH_BYTES]; /* the GIL is held throughout a write, which calls no Python */
+
+/* The C writer's bytes of `value`; NULL with *err set where the writer refuses it, or with a Python error. */
+static PyObject *write_value(const inert_writer_entry *entry, PyObject *value, unsigned version, inert_write_error *err) {
+    arena a = {0};
+    inert_value tree;
+    memset(&tree, 0, sizeof tree);
+    memset(err, 0, sizeof *err);
+    PyObject *out = NULL;
+    size_t need = 0;
+    if (tree_of(&a, value, &tree, 0)) goto done;
+    if (entry->encode(&tree, version, scratch, SCRATCH_BYTES, &need, err)) goto done;
+    if (need <= SCRATCH_BYTES) {
+        out = PyBytes_FromStringAndSize((const char *)scratch, (Py_ssize_t)need);
+        goto done;
+    }
+    if (!(out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)need))) goto done;
+    size_t wrote = 0;
+    if (entry->encode(&tree, version, (uint8_t *)PyBytes_AS_STRING(out), need, &wrote, err) || wrote != need) Py_CLEAR(out);
+done:
+    arena_free(&a);
+    return out;
+}
+
+static const inert_writer_entry *writer_arg(PyObject *const *args, Py_ssize_t nargs, unsigned long *version) {
     if (nargs != 3 || !PyUnicode_Check(args[0]) || !PyLong_Check(args[2])) {
         PyErr_SetString(PyExc_TypeError, "encode(name, value, version)");
         return NULL;
     }
-    const inert_writer_entry *entry = inert_writer_of(PyUnicode_AsUTF8(args[0]));
-    if (!entry) return PyErr_Format(PyExc_LookupError, "no C writer of %U", args[0]);
-    unsigned long version = PyLong_AsUnsignedLong(args[2]);
-    if (PyErr_Occurred()) return NULL;
-    arena a = {0};
-    inert_value tree;
-    memset(&tree, 0, sizeof tree);
-    PyObject *out = NULL;
+    const char *name = PyUnicode_AsUTF8(args[0]);
+    const inert_writer_entry *entry = name ? inert_writer_of(name) : NULL;
+    if (!entry) return name ? (PyErr_Format(PyExc_LookupError, "no C writer of %U", args[0]), NULL) : NULL;
+    *version = PyLong_AsUnsignedLong(args[2]);
+    return PyErr_Occurred() ? NULL : entry;
+}
+
+/* encode(name, value, version): the generated C writer's bytes, or ValueError(kind, field, reason). */
+static PyObject *encode(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    unsigned long version;
+    const inert_writer_entry *entry = writer_arg(args, nargs, &version);
+    if (!entry) return NULL;
     inert_write_error err;
-    size_t need = 0;
-    if (tree_of(&a, args[1], &tree, 0)) goto done;
-    if (entry->encode(&tree, (unsigned)version, NULL, 0, &need, &err) == 0) {
-        if (!(out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)need))) goto done;
-        size_t wrote = 0;
-        if (entry->encode(&tree, (unsigned)version, (uint8_t *)PyBytes_AS_STRING(out), need, &wrote, &err) == 0 && wrote == need)
-            goto done;
-        Py_CLEAR(out);
-    }
+    PyObject *out = write_value(entry, args[1], (unsigned)version, &err);
+    if (out || PyErr_Occurred()) return out;
     PyObject *fault = Py_BuildValue("(sss)", write_kind_name(err.kind), err.field, err.reason);
     if (fault) PyErr_SetObject(PyExc_ValueError, fault);
     Py_XDECREF(fault);
-done:
-    arena_free(&a);
-    return out;
+    return NULL;
+}
+
+/* encode_or_none(name, value, version): the C writer's bytes, or None wherever it does not write them (a refusal,
+ * a value it has no tree for, a version out of range): the codec's Python encoder then writes or raises its own
+ * error.  What the C writer accepts it writes as the Python encoder does (tests/test_c_writers.py). */
+static PyObject *encode_or_none(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    unsigned long version;
+    const inert_writer_entry *entry = writer_arg(args, nargs, &version);
+    if (!entry || version > 0xffff) {
+        if (nargs != 3) return NULL; /* a caller's mistake, not a value's */
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    inert_write_error err;
+    PyObject *out = write_value(entry, args[1], (unsigned)version, &err);
+    if (out) return out;
+    PyErr_Clear();
+    Py_RETURN_NONE;
 }
 
 static PyObject *writers(PyObject *module, PyObject *unused) {
@@ -1331,6 +1388,8 @@ static PyMethodDef module_methods[] = {
      "pread_crc32(fd, buffer, offset, spans): fill buffer from fd at offset, the CRC-32 of each (start, end) span of "
      "it taken block by block on the way; (bytes read, [crc, ...])."},
     {"crc32", (PyCFunction)(void (*)(void))crc32_of, METH_FASTCALL, "crc32(data, value=0): zlib.crc32, by the accelerator."},
+    {"encode_or_none", (PyCFunction)(void (*)(void))encode_or_none, METH_FASTCALL,
+     "encode_or_none(name, value, version): the C writer's encoding of value, or None where the Python encoder must decide."},
     {"encode", (PyCFunction)(void (*)(void))encode, METH_FASTCALL,
      "encode(name, value, version): the generated C writer's encoding of value (ValueError(kind, field, reason) if refused)."},
     {NULL, NULL, 0, NULL},

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from inert.spec._grammar import Format
 
-__all__ = ["ACCELERATED", "accelerated", "setup_line", "call_lines", "bind_lines"]
+__all__ = ["ACCELERATED", "accelerated", "encoded", "setup_line", "call_lines", "bind_lines", "encode_lines"]
 
 #: The formats whose ``decode`` asks the accelerator first.
 ACCELERATED = frozenset({"shm-message", "shm-samples-meta", "shm-descriptor", "checkpoint-metadata", "dump-manifest"})
@@ -28,12 +28,35 @@ def accelerated(fmt: Format) -> bool:
     return fmt.name in ACCELERATED
 
 
+def encoded(fmt: Format) -> bool:
+    """Whether the codec's ``encode`` asks the generated C writer first: an accelerated message format with one
+    (inert/gen/c_writer.py, WRITTEN; a file format's encode returns its parts, which the C writer does not)."""
+    from inert.gen.c_writer import WRITTEN
+
+    return accelerated(fmt) and fmt.magic is None and None in WRITTEN.get(fmt.name, ())
+
+
 def setup_line(fmt: Format, enum_names: list[str]) -> str:
-    """The codec's module-level line binding its C reader (``None`` without the extension)."""
+    """The codec's module-level lines binding its C reader, and its C writer where :func:`encoded` (``None``
+    without the extension)."""
     if not accelerated(fmt):
         return ""
     tables = ", ".join(f"{name!r}: _BY_VALUE_{name}" for name in sorted(enum_names))
-    return f"_ACCEL = accelerator(FORMAT, {{{tables}}})\n"
+    writer = "_ACCEL_ENCODE = encoder()\n" if encoded(fmt) else ""
+    return f"_ACCEL = accelerator(FORMAT, {{{tables}}})\n{writer}"
+
+
+def encode_lines(fmt: Format) -> str:
+    """The lines at the top of ``encode`` that return the C writer's bytes when it writes the value (where it
+    does not, the Python encoder writes it or raises its own error; ``_ACCEL_ENCODE = None`` makes it pure Python)."""
+    if not encoded(fmt):
+        return ""
+    return (
+        "    if _ACCEL_ENCODE is not None:\n"
+        "        data = _ACCEL_ENCODE(FORMAT, value, version)\n"
+        "        if data is not None:\n"
+        "            return data\n"
+    )
 
 
 def call_lines(fmt: Format, ctx: str) -> str:

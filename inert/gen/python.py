@@ -912,7 +912,7 @@ def decode(data: Buffer, *, version: int = LATEST{param_sig}) -> {value_type}:
 
 def encode(value: {value_type}, *, version: int = LATEST) -> bytes:
     """Encode one ``{name}`` value; raise ``WriteTypeError``/``WriteValueError`` naming the field."""
-    writer = for_version(FORMAT, _WRITERS, version)
+{accel_encode}    writer = for_version(FORMAT, _WRITERS, version)
     out: list[Buffer] = []
     writer(value, out, 0)
     return b"".join(out)
@@ -1079,6 +1079,7 @@ def generate(fmt: Format) -> str:
         accel_setup=c_python.setup_line(fmt, sorted(mod.enums)),
         accel_call=c_python.call_lines(fmt, ctx),
         accel_bind=c_python.bind_lines(fmt),
+        accel_encode=c_python.encode_lines(fmt),
     ))
     for part, versions in fmt.parts.items():
         parts.append(
@@ -1099,6 +1100,8 @@ def generate(fmt: Format) -> str:
         text = text.replace("\n    as_bool,\n", "\n    accelerator,\n    as_bool,\n", 1)
         if c_python.bind_lines(fmt):
             text = text.replace("\n    as_text,\n", "\n    as_text,\n    bind_decode,\n", 1)
+        if c_python.encoded(fmt):
+            text = text.replace("\n    cached_text,\n", "\n    cached_text,\n    encoder,\n", 1)
     if _uses_file_elements(fmt):
         text = text.replace("\nfrom inert import _checks\n", _FILE_IMPORTS + "from inert import _checks\n", 1)
     return text.replace("\n\n\n\n", "\n\n\n")
