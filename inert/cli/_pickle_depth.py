@@ -10,7 +10,7 @@ when it was built; more than ``limit`` refuses the pickle.
 
 A list or dict filled after it was built may end up deeper than counted
 here; those are not hashable, so hashing stops at them, and the objects
-loaded are checked again (``inert.cli.migrate._depth``) before anything
+loaded are checked again (``inert.cli._migration.check_depth``) before anything
 recursive sees them.
 """
 

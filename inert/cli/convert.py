@@ -60,8 +60,8 @@ def _load_torch_save(path: str) -> dict[str, Any]:
 
     import torch
 
+    from inert.cli._migration import MAX_DEPTH, check_depth, why
     from inert.cli._pickle_depth import torch_save_depth
-    from inert.cli.migrate import MAX_DEPTH, _depth
 
     if torch_save_depth(path, MAX_DEPTH) > MAX_DEPTH:  # before torch's unpickler hashes what it builds (C recursion)
         raise LimitError(TORCH_SAVE, -1, path, f"nests objects more than {MAX_DEPTH} deep")
@@ -69,10 +69,8 @@ def _load_torch_save(path: str) -> dict[str, Any]:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, TypeError, AttributeError, KeyError,
             IndexError, RecursionError, OverflowError, MemoryError) as exc:  # IndexError: an APPEND on an empty stack
-        from inert.cli.migrate import _why
-
-        raise InvalidValueError(TORCH_SAVE, -1, path, f"torch.load(weights_only=True) refuses it: {_why(exc)}") from None
-    _depth(path, state, format=TORCH_SAVE)
+        raise InvalidValueError(TORCH_SAVE, -1, path, f"torch.load(weights_only=True) refuses it: {why(exc)}") from None
+    check_depth(path, state, format=TORCH_SAVE)
     if not isinstance(state, dict):
         raise InvalidValueError(TORCH_SAVE, -1, path, f"holds a {type(state).__module__}.{type(state).__qualname__}, "
                                 "not a dict: migrate converts state dicts (save model.state_dict(), not the model)")
@@ -150,7 +148,7 @@ def convert(src: str, dst: str, kind: str, *, show_progress: bool = True) -> Any
 
     import torch
 
-    from inert.cli.migrate import Migration, _save
+    from inert.cli._migration import Migration, save_state
     from inert.cli.verify import verify_path
 
     if os.path.exists(dst) and (not os.path.isdir(dst) or os.listdir(dst)):
@@ -163,7 +161,7 @@ def convert(src: str, dst: str, kind: str, *, show_progress: bool = True) -> Any
     os.makedirs(dst, exist_ok=True)
     progress = Progress("migrate: writing", total, stream=stream)
     try:
-        _save(state, True, dst, progress)
+        save_state(state, True, dst, progress)
     except BaseException:
         if created:
             shutil.rmtree(dst, ignore_errors=True)

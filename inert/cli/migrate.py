@@ -39,11 +39,12 @@ import re
 import shutil
 import sys
 import warnings
-from dataclasses import dataclass
 from typing import Any
 
 from inert._errors import FileKindError, InertError, InvalidValueError, LimitError, TruncatedError
 from inert._files import open_in
+from inert.cli._migration import LEGACY_FORMAT, MAX_DEPTH, Migration, check_depth, inner_failure, save_state, why
+from inert.cli.convert import SAFETENSORS, TORCH_SAVE, convert, source_kind
 from inert.cli.inspect import METADATA_NAME, directory_kind
 from inert.cli.support import INVALID, OK, USAGE, CommandError, Progress, fail, human_bytes
 
@@ -56,10 +57,6 @@ MAX_METADATA = 1 << 30
 MAX_NDIM = 64
 #: Most chunks of all tensors together (as many as an Inert checkpoint has entries).
 MAX_CHUNKS = 1 << 22
-#: Deepest nesting of the metadata's planner data and of each non-tensor value (containers in containers).
-MAX_DEPTH = 64
-#: The format a refusal of the legacy checkpoint names (``InertError.format``).
-LEGACY_FORMAT = "legacy-dcp-checkpoint"
 _MAX_DIM = (1 << 63) - 1
 _TORCH_SIZE: Any = None  # torch.Size, once torch is imported (the module imports without it)
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}\Z")
@@ -117,24 +114,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     return parser
 
 
-@dataclass
-class Migration:
-    """What was converted."""
-
-    tensors: int
-    tensor_bytes: int
-    values: int
-    chunks: int
-    files: int
-    verdict: str
-
-
 def identify(src: str) -> str:
     """What ``src`` is, before anything is unpickled: ``legacy-dcp-checkpoint``, ``torch-save`` or
     ``safetensors`` (what migrate converts), ``legacy-rank-local``, ``inert-checkpoint``, ``dump``,
     ``missing`` or ``unknown``."""
-    from inert.cli.convert import source_kind
-
     if not os.path.lexists(src):
         return "missing"
     kind = source_kind(src)
@@ -164,8 +147,6 @@ _NOT_CONVERTED = {
 
 
 def run(args: argparse.Namespace) -> int:
-    from inert.cli.convert import SAFETENSORS, TORCH_SAVE, convert
-
     kind = identify(args.src)
     if kind in _NOT_CONVERTED:
         return fail("migrate", CommandError(f"{args.src}: {_NOT_CONVERTED[kind]}",
@@ -249,37 +230,6 @@ def _dims(field: str, dims: Any, ndim: int | None = None) -> tuple[int, ...]:
     return tuple(dims)
 
 
-def _depth(field: str, value: Any, limit: int = MAX_DEPTH, format: str = LEGACY_FORMAT) -> None:
-    """Containers nest at most ``limit`` deep in ``value`` and none holds itself: a loop, never a recursion,
-    so that what follows (DCP's flattening, the writer, comparisons) never meets a RecursionError or a cycle."""
-    import torch
-
-    stack: list[tuple[Any, int, bool]] = [(value, 1, False)]
-    open_ids: set[int] = set()
-    done: set[int] = set()
-    while stack:
-        item, depth, leaving = stack.pop()
-        if leaving:
-            open_ids.discard(id(item))
-            done.add(id(item))
-            continue
-        if isinstance(item, dict):
-            inner: list[Any] = [*item.keys(), *item.values()]
-        elif isinstance(item, (list, tuple, set, frozenset)) and not isinstance(item, torch.Size):
-            inner = list(item)
-        else:
-            continue
-        if id(item) in open_ids:
-            raise InvalidValueError(format, -1, field, "holds itself (a cycle)")
-        if id(item) in done:
-            continue
-        if depth > limit:
-            raise LimitError(format, -1, field, f"nests containers more than {limit} deep")
-        open_ids.add(id(item))
-        stack.append((item, depth, True))
-        stack.extend((child, depth + 1, False) for child in inner)
-
-
 def _check_metadata(src: str, metadata: Any) -> tuple[int, int, int]:
     """The metadata's shape and every number in it, before anything trusts them: each tensor's size and
     chunks (ints 0..2**63-1, at most ``MAX_NDIM`` dims, chunks inside the tensor tiling it exactly, at most
@@ -311,7 +261,7 @@ def _check_metadata(src: str, metadata: Any) -> tuple[int, int, int]:
         storage = {}
     if not isinstance(storage, dict):
         raise _refusal(f"{where}.storage_data", "is not a dict")
-    _depth(f"{where}.planner_data", getattr(metadata, "planner_data", None))
+    check_depth(f"{where}.planner_data", getattr(metadata, "planner_data", None))
     sizes: dict[str, int] = {}
     value_bytes = 0
     for key, info in storage.items():
@@ -416,10 +366,10 @@ def _load(src: str, metadata: Any, progress: Progress) -> dict[str, Any]:
                 loaded = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
             except Exception as exc:  # noqa: BLE001 - torch.load raises many kinds for a refused pickle
                 refusals.append(_refusal(_file_of(read_item), f"{fqn}: torch.load(weights_only=True) refused the "
-                                         f"value: {_why(exc)}", offset=_offset_of(read_item)))
+                                         f"value: {why(exc)}", offset=_offset_of(read_item)))
                 raise
             try:
-                _depth(f"{_file_of(read_item)}: {fqn}", loaded)
+                check_depth(f"{_file_of(read_item)}: {fqn}", loaded)
             except InertError as exc:
                 refusals.append(exc)
                 raise
@@ -446,7 +396,7 @@ def _load(src: str, metadata: Any, progress: Progress) -> dict[str, Any]:
             state[fqn] = torch.empty(tuple(md.size), dtype=md.properties.dtype)
         except (RuntimeError, MemoryError) as exc:
             raise _refusal(f"{METADATA_NAME}.{fqn}", f"a tensor of size {tuple(md.size)} cannot be allocated: "
-                           f"{_why(exc)}", LimitError) from None
+                           f"{why(exc)}", LimitError) from None
     _check_tensor_records(src, metadata)
     options: dict[str, Any] = {} if TORCH_VERSION < (2, 5) else {"no_dist": True}
     refusals: list[InertError] = []
@@ -461,13 +411,13 @@ def _load(src: str, metadata: Any, progress: Progress) -> dict[str, Any]:
             raise refusals[0] from None
         if not isinstance(exc, Exception) and not hasattr(exc, "failures"):
             raise  # KeyboardInterrupt, SystemExit
-        inner = _inner(exc)
+        inner = inner_failure(exc)
         item = _failed_item(inner)
         info = metadata.storage_data.get(item.storage_index) if item is not None else None
         if info is None:
-            raise _refusal("", f"reading failed: {_why(inner)}") from None
+            raise _refusal("", f"reading failed: {why(inner)}") from None
         raise _refusal(f"{info.relative_path}: {item.storage_index.fqn}",  # type: ignore[union-attr]
-                       f"torch.load(weights_only=True) refused the tensor record: {_why(inner)}",
+                       f"torch.load(weights_only=True) refused the tensor record: {why(inner)}",
                        offset=info.offset) from None
     for fqn, md in metadata.state_dict_metadata.items():
         if not isinstance(md, BytesStorageMetadata) and md.properties.requires_grad and state[fqn].is_floating_point():
@@ -510,25 +460,6 @@ def _failed_item(exc: BaseException) -> Any:
     return found
 
 
-def _inner(exc: BaseException) -> BaseException:
-    """The failure a ``CheckpointException`` wraps (``failures``: rank -> (exception, traceback))."""
-    failures = getattr(exc, "failures", None)
-    if isinstance(failures, dict) and failures:
-        first = next(iter(failures.values()))
-        if isinstance(first, tuple) and first and isinstance(first[0], BaseException):
-            return first[0]
-    return exc
-
-
-def _why(exc: BaseException) -> str:
-    """The useful part of a loader's message: torch's weights_only refusal names the global it refused."""
-    text = " ".join(str(exc).split("Exception raised from")[0].split())  # torch's C++ frames follow
-    found = re.search(r"[Uu]nsupported (?:global: )?GLOBAL (\S+)", text)  # 2.13: "...load unsupported GLOBAL x.y whose"
-    if found:
-        return f"it names {found[1]}, which is not an allowed global"
-    return text[:300]
-
-
 def _nest(state: dict[str, Any], planner_data: Any) -> tuple[dict[str, Any], bool]:
     """The state dict nested as the source's planner data says, when it is DCP's flattening map."""
     from torch.distributed.checkpoint._nested_dict import unflatten_state_dict
@@ -539,34 +470,6 @@ def _nest(state: dict[str, Any], planner_data: Any) -> tuple[dict[str, Any], boo
         if not isinstance(path, tuple) or not path or not all(isinstance(p, (str, int)) for p in path):
             return state, False
     return unflatten_state_dict(state, planner_data), True
-
-
-def _save(state: dict[str, Any], nested: bool, dst: str, progress: Progress) -> None:
-    import torch
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
-
-    from inert.torch import FileSystemWriter
-    from inert.torch._compat import no_dist_options
-
-    class Planner(DefaultSavePlanner):
-        def resolve_data(self, write_item: Any) -> Any:
-            data = super().resolve_data(write_item)
-            if isinstance(data, torch.Tensor):
-                progress.advance(data.numel() * data.element_size())
-            return data
-
-    options = no_dist_options(dcp.save)  # 2.2 saves in one process only with no_dist=True, 2.3 and 2.4 infer it
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", "torch.distributed is disabled")
-            dcp.save(state, storage_writer=FileSystemWriter(dst), planner=Planner(flatten_state_dict=nested), **options)
-    except Exception as exc:  # noqa: BLE001 - e.g. a value outside Inert's value subset, named by the writer
-        raise CommandError(f"cannot be written in Inert's format: {_why(_inner(exc))}", INVALID) from None
-    except BaseException as exc:  # DCP's CheckpointException wraps the failure of each rank
-        if not hasattr(exc, "failures"):
-            raise
-        raise CommandError(f"cannot be written in Inert's format: {_why(_inner(exc))}", INVALID) from None
 
 
 def migrate(src: str, dst: str, *, show_progress: bool = True) -> Migration:
@@ -588,7 +491,7 @@ def migrate(src: str, dst: str, *, show_progress: bool = True) -> Migration:
     except InertError:
         raise
     except (AttributeError, TypeError, ValueError, KeyError) as exc:  # allowed classes missing their attributes
-        raise _refusal(METADATA_NAME, f"malformed DCP metadata: {type(exc).__name__}: {_why(exc)}") from None
+        raise _refusal(METADATA_NAME, f"malformed DCP metadata: {type(exc).__name__}: {why(exc)}") from None
     stream = sys.stderr if show_progress else io.StringIO()
     progress = Progress("migrate: reading", tensor_bytes + value_bytes, stream=stream)
     try:
@@ -600,7 +503,7 @@ def migrate(src: str, dst: str, *, show_progress: bool = True) -> Migration:
     os.makedirs(dst, exist_ok=True)
     progress = Progress("migrate: writing", tensor_bytes, stream=stream)
     try:
-        _save(nested, is_nested, dst, progress)
+        save_state(nested, is_nested, dst, progress)
     except BaseException:
         if created:
             shutil.rmtree(dst, ignore_errors=True)
@@ -669,7 +572,7 @@ def _check_readback(dst: str, state: dict[str, Any]) -> None:
     except BaseException as exc:
         if not isinstance(exc, Exception) and not hasattr(exc, "failures"):
             raise
-        raise CommandError(f"{dst}: the converted checkpoint does not load back: {_why(_inner(exc))}", INVALID) from None
+        raise CommandError(f"{dst}: the converted checkpoint does not load back: {why(inner_failure(exc))}", INVALID) from None
     for key, want in state.items():
         if key not in loaded or not _same(loaded[key], want):
             raise CommandError(f"{dst}: read back, {key!r} differs from the source's", INVALID)

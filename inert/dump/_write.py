@@ -19,7 +19,7 @@ from inert.codecs import dump_manifest as manifest_codec
 from inert.codecs import dump_shard as shard_codec
 from inert.codecs._tables import CHECKPOINT_ALIGN as _ALIGN
 from inert.torch._compat import dtype_name
-from inert.torch._writer import tensor_bytes
+from inert.torch._shard_file import tensor_bytes
 
 from ._frames import Frame, frame_for
 from ._gc import paused_gc

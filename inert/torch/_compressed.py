@@ -25,13 +25,15 @@ from torch.distributed.checkpoint.planner import SavePlanner, WriteItem, WriteIt
 from torch.distributed.checkpoint.storage import WriteResult
 
 from inert._codec_runtime import file_header
+from inert._records import tensor_header
 from inert._zstd import deflate
 from inert.codecs import checkpoint_shard as shard
+from inert.codecs._tables import CHECKPOINT_ALIGN as ALIGN
 
 from ._compat import dtype_name
 from ._metadata import InertStorageInfo
 from ._payload import crc32, pwrite_all
-from ._writer import _COUNT, ALIGN, new_file, resolve_tensor, tensor_bytes, tensor_header
+from ._shard_file import COUNT, new_file, resolve_tensor, tensor_bytes
 
 __all__ = ["write_compressed_files", "write_records"]
 
@@ -53,7 +55,7 @@ def stored_record(item: WriteItem, planner: SavePlanner, values: dict[Any, list[
         zstd = {"kind": "ZSTD", "codec": "ZSTD", "inflated_length": length, "data": frame}
         return shard.encode_record({"body": zstd})
     body = b"".join(parts)
-    return body + _COUNT.pack(crc32(body))
+    return body + COUNT.pack(crc32(body))
 
 
 def write_records(put: Callable[[bytes, int], None], name: str, items: list[WriteItem], planner: SavePlanner,
@@ -63,8 +65,8 @@ def write_records(put: Callable[[bytes, int], None], name: str, items: list[Writ
     With a ``pool``, the next ``window`` records are compressed on it while finished ones are
     put; without, each is compressed on the calling thread (an object upload already runs on one).
     """
-    put(file_header(shard.MAGIC, shard.LATEST) + _COUNT.pack(len(items)), 0)
-    pos = shard.HEADER_SIZE + _COUNT.size
+    put(file_header(shard.MAGIC, shard.LATEST) + COUNT.pack(len(items)), 0)
+    pos = shard.HEADER_SIZE + COUNT.size
     results = []
     pending: deque[tuple[WriteItem, Future[bytes]]] = deque()
 
@@ -74,7 +76,7 @@ def write_records(put: Callable[[bytes, int], None], name: str, items: list[Writ
         record = future.result()
         pos += -pos % ALIGN  # the gap reads as zeros: the file is new (a stream writes them)
         put(record, pos)
-        crc = int(_COUNT.unpack(record[-4:])[0])
+        crc = int(COUNT.unpack(record[-4:])[0])
         results.append(WriteResult(index=item.index, size_in_bytes=len(record),
                                    storage_data=InertStorageInfo(name, pos, len(record), crc32=crc)))
         pos += len(record)

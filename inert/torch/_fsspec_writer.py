@@ -36,7 +36,8 @@ from ._compat import TORCH_VERSION
 from ._metadata import InertStorageInfo
 from ._options import DEFAULT_SERIALIZATION_FORMAT
 from ._payload import BLOCK, crc32
-from ._writer import _COUNT, FileSystemWriter, _layout, _Slot, resolve_tensor, tensor_bytes
+from ._shard_file import COUNT, resolve_tensor, tensor_bytes
+from ._writer import FileSystemWriter, _layout, _Slot
 
 __all__ = ["FsspecWriter"]
 
@@ -174,7 +175,7 @@ class FsspecWriter(FileSystemWriter):
         """Write one record; return its CRC-32 (a tensor's taken a block at a time, just before the block goes)."""
         if slot.item.type == WriteItemType.BYTE_IO:
             write(slot.head)
-            return int(_COUNT.unpack(slot.head[-4:])[0])
+            return int(COUNT.unpack(slot.head[-4:])[0])
         data = tensor_bytes(resolve_tensor(slot.item, planner))[1]  # the view keeps a contiguous copy alive
         write(slot.head)
         crc = crc32(slot.head)
@@ -182,7 +183,7 @@ class FsspecWriter(FileSystemWriter):
             block = data[at : at + BLOCK]
             crc = crc32(block, crc)
             write(block)
-        write(_COUNT.pack(crc))
+        write(COUNT.pack(crc))
         return crc
 
     def _commit(self, final: Any, data: bytes) -> None:

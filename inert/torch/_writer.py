@@ -15,10 +15,8 @@ memory in 1 MiB blocks, each checksummed just before it is written.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
-import struct
 import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -39,9 +37,11 @@ from inert.codecs._tables import CHECKPOINT_ALIGN as ALIGN
 from inert.codecs._tables import CHECKPOINT_METADATA_NAME as METADATA_NAME
 
 from ._compat import dtype_name, validate_checkpoint_id
+from ._compressed import write_compressed_files
 from ._metadata import InertStorageInfo, dumps_metadata
 from ._options import DEFAULT_SERIALIZATION_FORMAT, check_serialization_format, compression_of
 from ._payload import BLOCK, crc32, pwrite_all, write_from
+from ._shard_file import COUNT, new_file, resolve_tensor, tensor_bytes
 from ._values import to_document
 
 try:
@@ -57,7 +57,6 @@ except ImportError:  # before 2.4
 __all__ = ["FileSystemWriter"]
 
 SUFFIX = ".distcp"
-_COUNT = struct.Struct("<I")
 #: Threads writing records, whatever ``thread_count`` (the number of files) is: one record's
 #: checksum and contiguous copy proceed while another is written.
 _MIN_WORKERS = 2
@@ -66,12 +65,6 @@ _MIN_WORKERS = 2
 @dataclasses.dataclass
 class _Prefix:
     prefix: str
-
-
-def tensor_bytes(tensor: torch.Tensor) -> tuple[torch.Tensor, memoryview]:
-    """A contiguous CPU copy-if-needed of ``tensor`` and a zero-copy byte view of it."""
-    flat = tensor.detach().cpu().contiguous().reshape(-1)
-    return flat, memoryview(flat.view(torch.uint8).numpy())  # type: ignore[arg-type]
 
 
 def value_record(fqn: str, value: Any) -> list[Any]:
@@ -109,7 +102,7 @@ def _layout(items: list[WriteItem], values: dict[Any, list[Any]]) -> tuple[bytes
     """The file's header and every record's place, from the plan alone: dtype and shape are the write items'."""
     # version 1 holds every uncompressed record: a writer writes the oldest version that holds its data,
     # so that a reader knowing only v1 reads it (v2 only adds ZSTD records, written by _compressed)
-    head = file_header(shard.MAGIC, UNCOMPRESSED_VERSION) + _COUNT.pack(len(items))
+    head = file_header(shard.MAGIC, UNCOMPRESSED_VERSION) + COUNT.pack(len(items))
     pos = len(head)
     slots = []
     for item in items:
@@ -128,50 +121,21 @@ def _layout(items: list[WriteItem], values: dict[Any, list[Any]]) -> tuple[bytes
     return head, slots
 
 
-def resolve_tensor(item: WriteItem, planner: SavePlanner) -> torch.Tensor:
-    """The planner's tensor for ``item``, checked to be the dense tensor the plan describes."""
-    fqn = item.index.fqn
-    tensor = planner.resolve_data(item)
-    assert isinstance(tensor, torch.Tensor) and item.tensor_data is not None
-    if tensor.layout != torch.strided:
-        raise TypeError(f"{fqn}: {tensor.layout} tensors have no checkpoint encoding; densify them first")
-    planned = item.tensor_data
-    if tensor.dtype != planned.properties.dtype or tensor.size() != planned.chunk.sizes:
-        raise ValueError(f"{fqn}: the planner resolved a {tuple(tensor.size())} {tensor.dtype} tensor, "
-                         f"the plan has {tuple(planned.chunk.sizes)} {planned.properties.dtype}")
-    return tensor
-
-
 def _write_record(fd: int, slot: _Slot, planner: SavePlanner) -> int:
     """Write one record at its place; return its CRC-32."""
     if slot.item.type == WriteItemType.BYTE_IO:
         pwrite_all(fd, slot.head, slot.offset)
-        return int(_COUNT.unpack(slot.head[-4:])[0])
+        return int(COUNT.unpack(slot.head[-4:])[0])
     _flat, data = tensor_bytes(resolve_tensor(slot.item, planner))
     if len(data) < BLOCK:  # small: one write
         record = slot.head + data.tobytes()
         crc = crc32(record)
-        pwrite_all(fd, record + _COUNT.pack(crc), slot.offset)
+        pwrite_all(fd, record + COUNT.pack(crc), slot.offset)
         return crc
     pwrite_all(fd, slot.head, slot.offset)
     crc = write_from(fd, slot.offset + len(slot.head), data, crc32(slot.head))
-    pwrite_all(fd, _COUNT.pack(crc), slot.offset + slot.length - 4)
+    pwrite_all(fd, COUNT.pack(crc), slot.offset + slot.length - 4)
     return crc
-
-
-def new_file(path: Path, older: list[int]) -> int:
-    """A new file at ``path`` open for writing; a file it replaces goes on ``older``, still open.
-
-    A new file, not the old one truncated: ext4 writes back a file truncated and rewritten
-    when it is closed (auto_da_alloc), and a reader that has the old file open keeps it whole.
-    The old file is held open past its unlink so that freeing its pages, at the last close,
-    runs on a worker while the new records are written.
-    """
-    with contextlib.suppress(OSError):  # none there, or unreadable: then the unlink frees it
-        older.append(os.open(path, os.O_RDONLY))
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
 
 
 def _write_files(root: Path, jobs: list[tuple[str, list[WriteItem]]], planner: SavePlanner,
@@ -290,9 +254,7 @@ class FileSystemWriter(StorageWriter, _Stager):  # type: ignore[misc]
 
     def _write_jobs(self, jobs: list[tuple[str, list[WriteItem]]], planner: SavePlanner,
                     values: dict[Any, list[Any]]) -> list[WriteResult]:
-        write = _write_files
-        if self.compression is not None:
-            from ._compressed import write_compressed_files as write  # (it builds on this module)
+        write = _write_files if self.compression is None else write_compressed_files
         return write(self.path, jobs, planner, values, max(self.thread_count, _MIN_WORKERS), self.sync_files)
 
     def _file_count(self, items: list[WriteItem]) -> int:
