@@ -520,6 +520,7 @@ typedef struct {
     char op[16], format[64];
     uint64_t version;
     inert_params params;
+    char negative_max_size[24]; /* the caller's max_size when below 0, as sent; "" otherwise */
     char unknown_param[64];
 } Header;
 
@@ -567,6 +568,29 @@ static int juint(Json *j, uint64_t *out) {
     return 1;
 }
 
+/* max_size, any JSON integer (PROTOCOL.md): one above the C reader's uint64_t is above every format's limit
+ * too, so it is taken as UINT64_MAX (changes nothing, as in Python); one below 0 admits no input and is
+ * kept, as sent, for the refusal answer() gives. */
+static int jmax_size(Json *j, Header *h) {
+    uint64_t v = 0;
+    const char *start;
+    int negative;
+    ws(j);
+    start = j->p;
+    negative = j->p < j->end && *j->p == '-';
+    if (negative) j->p++;
+    if (j->p >= j->end || *j->p < '0' || *j->p > '9') return 0;
+    while (j->p < j->end && *j->p >= '0' && *j->p <= '9') {
+        unsigned d = (unsigned)(*j->p++ - '0');
+        v = v > (UINT64_MAX - d) / 10 ? UINT64_MAX : v * 10 + d;
+    }
+    if (negative && v > 0)
+        snprintf(h->negative_max_size, sizeof h->negative_max_size, "%.*s%s", (int)(j->p - start < 20 ? j->p - start : 20),
+                 start, j->p - start > 20 ? "..." : "");
+    h->params.max_size = negative ? 0 : v;
+    return 1;
+}
+
 static int jword(Json *j, const char *word) {
     size_t n = strlen(word);
     ws(j);
@@ -585,7 +609,7 @@ static int parse_params(Json *j, Header *h) {
             if (!juint(j, &h->params.chunk_size)) return 0;
             h->params.has_chunk_size = 1;
         } else if (!strcmp(key, "max_size")) {
-            if (!juint(j, &h->params.max_size)) return 0;
+            if (!jmax_size(j, h)) return 0;
             h->params.has_max_size = 1;
         } else if (!strcmp(key, "verify_checksums")) {
             if (jword(j, "false")) h->params.skip_checksums = 1;
@@ -1017,6 +1041,13 @@ static void answer(const Header *h, const uint8_t *payload, size_t n) {
         unsupported = "parameter not taken by this format";
     if (unsupported) {
         respond("unsupported", NULL, unsupported, NULL);
+        return;
+    }
+    if (h->negative_max_size[0]) {  /* no input is at most a negative size: file.max-size, as the Python readers */
+        char message[256];
+        snprintf(message, sizeof message, "%s: offset 0: <root>: input of %zu %s exceeds max_size(%s)", e->name, n,
+                 inert_bytes(n), h->negative_max_size);
+        respond("reject", inert_kind_name(INERT_LIMIT), message, NULL);
         return;
     }
     Tree *tree = calloc(1, sizeof *tree);

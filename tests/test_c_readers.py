@@ -8,6 +8,7 @@ path, not only on the kind the protocol compares.
 
 from __future__ import annotations
 
+import importlib
 import os
 import random
 import re
@@ -468,3 +469,37 @@ def test_what_a_format_does_not_have_is_unsupported_by_every_testee(testee: str,
         for request in _UNSUPPORTED:
             response = t.ask(request)
             assert response.result == "unsupported", (request.header(), response.describe())
+
+
+def _accepted_whole_files() -> list[tuple[str, int, bytes]]:
+    """The smallest accepted vector of each file format (one with a header, which takes max_size)."""
+    from inert.codecs import MODULES
+
+    files = {name for name, module in MODULES.items() if hasattr(importlib.import_module(f"inert.codecs.{module}"), "MAGIC")}
+    picks: dict[str, tuple[str, int, bytes]] = {}
+    for v in load_corpus():
+        if v.accepted and not v.params and v.format in files:
+            if v.format not in picks or len(v.data) < len(picks[v.format][2]):
+                picks[v.format] = (v.format, v.version, v.data)
+    return sorted(picks.values())
+
+
+@pytest.mark.parametrize("which", ["c", "inert-generated", "inert-construct"])
+def test_max_size_below_zero_or_above_64_bits_is_answered_by_every_testee(testee: str, which: str) -> None:
+    """max_size is any integer (PROTOCOL.md): below 0 it admits no input (file.max-size), at 2**64 and above it is
+    above the format's limit and changes nothing; no testee may take either for a malformed request."""
+    argv = [testee] if which == "c" else [sys.executable, "-m", "inert.conformance.testees." + which.replace("-", "_")]
+    files = _accepted_whole_files()
+    assert files
+    with CTestee(argv, timeout=30) as t:
+        for fmt, version, data in files:
+            plain = t.ask(Request("decode", fmt, version, data, {}))
+            assert plain.result == "accept", plain.describe()
+            for max_size in (-1, -(2**70)):
+                for payload in (data, b""):
+                    refused = t.ask(Request("decode", fmt, version, payload, {"max_size": max_size}))
+                    assert (refused.result, refused.kind) == ("reject", "limit"), (fmt, max_size, refused.describe())
+                    assert re.search(r": input of \d+ bytes? exceeds max_size\(", refused.message or ""), refused.message
+            for max_size in (2**64 - 1, 2**64, 10**30):
+                taken = t.ask(Request("decode", fmt, version, data, {"max_size": max_size}))
+                assert (taken.result, taken.payload) == ("accept", plain.payload), (fmt, max_size, taken.describe())
