@@ -30,7 +30,8 @@ from ._corpus import CORPUS_DIR, Outcome, Vector, _input_parts, canonical_text, 
 from ._protocol import Request, Response
 from ._testee import BUILTIN_TESTEES, Testee, TesteeFault, resolve_testee
 
-__all__ = ["Case", "Result", "Report", "add_arguments", "cases", "read_failure_list", "run", "run_command", "main"]
+__all__ = ["Case", "Result", "Report", "add_arguments", "cases", "first_difference", "read_failure_list", "run", "run_command",
+           "main"]
 
 PASS, FAIL, UNSUPPORTED, KNOWN = "passed", "failed", "unsupported", "known failures"
 #: After this many faults in a row (a testee that dies or hangs at once) the rest of the run is not asked.
@@ -171,6 +172,17 @@ def _judge(case: Case, testee: Testee) -> tuple[str, str]:
     if _matches(case, response):
         return PASS, ""
     return FAIL, _mismatch(case, response)
+
+
+def first_difference(testee_argv: list[str], tests: Iterable[Case], timeout: float = 10.0) -> Result | None:
+    """The first of ``tests`` the testee does not pass (failed or unsupported), or None when it passes them all:
+    tells a deviation from a reader apart without asking the rest (the mutation check)."""
+    with Testee(testee_argv, timeout=timeout) as testee:
+        for case in tests:
+            status, detail = _judge(case, testee)
+            if status != PASS:
+                return Result(case.name, case.group, status, detail, case.vector)
+    return None
 
 
 #: Values longer than this are shown as the difference around their first differing character.

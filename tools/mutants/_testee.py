@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 
 
 def main() -> None:
     name, path = sys.argv[1], sys.argv[2]
+    os.environ["INERT_PURE_PYTHON"] = "1"  # the mutated Python reader, never the accelerator
     import inert.codecs  # noqa: F401  (the package first, then its mutated module in place of the real one)
 
     spec = importlib.util.spec_from_file_location(f"inert.codecs.{name}", path)
