@@ -47,7 +47,7 @@ DOC = ROOT / "docs" / "conformance.md"
 BEGIN = "<!-- mutation scores: written by python tools/mutants/run.py from tools/mutants/survivors.txt -->"
 END = "<!-- end of mutation scores -->"
 #: The CI sample: this many mutants of each format, evenly spread over its list, and its first listed survivor.
-SAMPLE_PER_FORMAT = 3
+SAMPLE_PER_FORMAT = 4
 
 
 @dataclass(frozen=True)
