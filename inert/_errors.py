@@ -173,6 +173,10 @@ class _WriteErrorMixin:
         """The same error, its field path placed below ``prefix``."""
         return type(self)(self.format, _below(prefix, self.field), self.reason)
 
+    def in_format(self: _W, format: str) -> _W:
+        """The same error, attributed to ``format``."""
+        return type(self)(format, self.field, self.reason)
+
 
 class WriteTypeError(_WriteErrorMixin, TypeError):
     """A value of a type the format cannot encode at that place."""

@@ -41,7 +41,8 @@ def _rules_by_checks() -> dict[int, tuple[Any, Any, Any]]:
                 continue
             seen.add(id(con))
             if isinstance(con, _grammar.Record):
-                if con.typename in by_name:
+                # A record shared with another format is checked by the codec that holds its functions.
+                if con.typename in by_name and hasattr(codec, f"_rules_{con.typename}"):
                     out[id(con.checks)] = (fmt, con, codec)
                 stack.extend(sub for _, sub in con.fields)
             elif isinstance(con, _grammar.Union):

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from inert._accelerator import PURE_PYTHON_ENV, REBUILD
-from inert.gen import c, c_writer, frozen, grammar_hash, python, refusals
+from inert.gen import c, c_writer, frozen, grammar_hash, py_shared, python, refusals
 from inert.gen.refusals import Refusal
 from inert.spec import FORMATS
 from inert.spec._grammar import Format
@@ -68,6 +68,9 @@ def _probe(refused: list[Refusal]) -> None:
                 texts[target] = make(fmt)
             except Exception as exc:  # any failure of a generator on this format stops the whole run
                 refused.extend(_culprits(fmt, make) or [refusals.blame(fmt, exc)])
+        if "python" in texts:  # a shared declaration's rules are checked in the codec that holds it
+            owners = {owner.name: owner for _, owner in py_shared.imported(fmt).values()}
+            texts["python"] += "".join("\n" + python.generate(owner) for owner in owners.values())
         refused.extend(refusals.check_targets(fmt, texts))
 
 

@@ -70,8 +70,13 @@ class _Dict:
 class ValueTypes:
     """The TypedDicts and aliases of one format, named after the grammar's typenames."""
 
-    def __init__(self, fmt: Format, enum_names: list[str]) -> None:
+    def __init__(self, fmt: Format, enum_names: list[str], imported: dict[str, list[str]] | None = None,
+                 shared: frozenset[int] = frozenset()) -> None:
+        """``shared``: ids of the declarations another codec holds (named, not walked); ``imported``: the
+        names taken from each such codec, for the docstring."""
         self.fmt = fmt
+        self.shared = shared
+        self.imported = imported or {}
         self.dicts: dict[str, _Dict] = {}
         self.aliases: dict[str, list[str]] = {}  # union typename -> its cases' dict names
         self.enums: dict[str, type[enum.IntEnum]] = {}
@@ -135,6 +140,8 @@ class ValueTypes:
             return f"list[{self.annotation(con.element)}]"
         if isinstance(con, Recursive):
             return self.annotation(_target(con))
+        if isinstance(con, (Record, Union)) and id(con) in self.shared:
+            return con.typename
         if isinstance(con, Record):
             if id(con) in self._cases:
                 raise TypeError(f"{self.fmt.name}: {con.typename} is a union's case and a field's type too")
@@ -172,6 +179,29 @@ class ValueTypes:
                 self.dicts[name] = _Dict(name, [tag])
             else:
                 self._record(case, name, [tag])
+
+    def names_within(self, con: Record | Union) -> list[str]:
+        """The dicts and aliases this module names for a declaration and what it holds, ``con``'s first."""
+        out: dict[str, None] = {}
+        stack: list[Any] = [con]
+        seen: set[int] = set()
+        while stack:
+            item = stack.pop()
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
+            if isinstance(item, Union):
+                out.update(dict.fromkeys([item.typename, *self.aliases[item.typename]]))
+                stack += [sub for case in item.cases.values() if case is not None for _, sub in case.fields]
+                continue
+            if isinstance(item, Record):
+                out[item.typename] = None
+                stack += [sub for _, sub in item.fields]
+            elif isinstance(item, (Array, Optional)):
+                stack.append(item.element)
+            elif isinstance(item, Recursive):
+                stack.append(_target(item))
+        return list(out)
 
     # -- the source ----------------------------------------------------------------------------------
     def source(self) -> str:
@@ -218,6 +248,10 @@ class ValueTypes:
             for key, annotation, required in entry.keys:
                 note = "" if required else " (not required by encode: computed)"
                 out.append(f"    {key}: {_readable(annotation)}{note}")
+        for module, names in sorted(self.imported.items()):
+            listed = ", ".join(f"``{name}``" for name in names)
+            out.extend(textwrap.wrap(f"{listed}: those of ``inert.codecs.{module}``, whose format declares them "
+                                     "(imported).", 110))
         out.append("")
         for name in sorted(self.enums):
             members = ", ".join(f"{m.name} = {int(m)}" for m in self.enums[name])

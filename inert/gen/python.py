@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from inert._errors import byte_count
-from inert.gen import c_python, grammar_hash, py_tables
+from inert.gen import c_python, grammar_hash, py_shared, py_tables
 from inert.gen.emitter import LineEmitter
 from inert.gen.py_rules import RecordRules
 from inert.gen.py_types import ValueTypes
@@ -77,7 +77,8 @@ def _code(sub: Any) -> str:
 def _spec_hash(fmt: Format) -> str:
     """Hash of everything a module is generated from: the spec module, the grammar, the generator."""
     digest = hashlib.sha256()
-    for module in (_spec_module(fmt), "inert.spec._grammar", __name__, c_python.__name__):
+    owners = sorted({_spec_module(owner) for _, owner in py_shared.imported(fmt).values()})  # what it imports is theirs
+    for module in (_spec_module(fmt), *owners, "inert.spec._grammar", __name__, c_python.__name__, py_shared.__name__):
         digest.update(inspect.getsource(sys.modules[module]).encode())
     return digest.hexdigest()[:16]
 
@@ -162,7 +163,11 @@ class _Module:
         self.functions: list[str] = []
         self._pending: list[tuple[str, Any]] = []
         self.nested = _nested_declarations(fmt)
-        self.called = _called_declarations(fmt)
+        #: Declarations another format's codec reads and writes (:mod:`inert.gen.py_shared`): their functions
+        #: are imported from it, by name.
+        self.imported = py_shared.imported(fmt)
+        self.imports: dict[str, set[str]] = {}  # owner's module name -> names imported from it
+        self.called = _called_declarations(fmt) | py_shared.exported(fmt)
         self.run_functions: set[str] = set()
         #: The declared rules on each record (by typename), compiled once each (:mod:`inert.gen.py_rules`).
         self.rules = _rule_expr.record_rules(fmt)
@@ -197,15 +202,23 @@ class _Module:
         self.checks[fn.__name__] = fn
         return f"_checks.{fn.__name__}"
 
+    def _import(self, con: Record | Union, name: str) -> str:
+        self.imports.setdefault(self.imported[id(con)][1].module_name, set()).add(name)
+        return name
+
     def reader(self, con: Record | Union) -> str:
-        """The name of ``con``'s reader function, emitted once something calls it."""
+        """The name of ``con``'s reader function, emitted once something calls it (imported if shared)."""
+        if id(con) in self.imported:
+            return self._import(con, f"_read_{con.typename}")
         if id(con) not in self.readers:
             self.readers[id(con)] = f"_read_{con.typename}"
             self._pending.append(("read", con))
         return self.readers[id(con)]
 
     def writer(self, con: Record | Union) -> str:
-        """The name of ``con``'s writer function, emitted once something calls it."""
+        """The name of ``con``'s writer function, emitted once something calls it (imported if shared)."""
+        if id(con) in self.imported:
+            return self._import(con, f"_write_{con.typename}")
         if id(con) not in self.writers:
             self.writers[id(con)] = f"_write_{con.typename}"
             self._pending.append(("write", con))
@@ -428,12 +441,12 @@ class _ReadEmitter(LineEmitter):
 
         ``prefix`` names a local that already holds the length prefix of a Utf8 or Array.
         """
-        if isinstance(sub, (Record, Union)) and id(sub) in self.mod.called:
+        if isinstance(sub, (Record, Union)) and (id(sub) in self.mod.called or id(sub) in self.mod.imported):
             err = self.fresh("exc")
             self.emit(ind, "try:")
             self.emit(ind + 1, f"{local}, off = {self.mod.reader(sub)}(buf, off, depth, ctx)")
             self.emit(ind, f"except InertError as {err}:")
-            self.emit(ind + 1, f"raise {err}.within({path}) from None")
+            self.emit(ind + 1, f"raise {err}.within({path}){self.attributed(sub)} from None")
         elif isinstance(sub, (Record, Union)):
             # Used here only: inlined, as a call per nested record costs more than its reads.
             err = self.fresh("exc")
@@ -474,6 +487,10 @@ class _ReadEmitter(LineEmitter):
             self.value(sub.element, local, path, ind + 1)
         else:
             raise TypeError(f"the generator cannot read {type(sub).__name__}")
+
+    def attributed(self, sub: Any) -> str:
+        """What a caller appends to an error of ``sub``'s reader or writer: a shared one names its owner's format."""
+        return ".in_format(FORMAT)" if id(sub) in self.mod.imported else ""
 
     def depth_check(self, sub: Recursive, path: str, ind: int) -> None:
         if self.nested or sub.max_depth < 1:
@@ -775,7 +792,7 @@ class _WriteEmitter(_ReadEmitter):
             self.emit(ind, "try:")
             self.emit(ind + 1, call)
             self.emit(ind, f"except (WriteTypeError, WriteValueError) as {err}:")
-            self.emit(ind + 1, f"raise {err}.within({path}) from None")
+            self.emit(ind + 1, f"raise {err}.within({path}){self.attributed(sub)} from None")
         elif isinstance(sub, Scalar):
             self.scalar_w(sub, local, path, ind)
             self.emit(ind, f"out.append({self.mod.struct(sub.code)}.pack({local}))")
@@ -1025,7 +1042,22 @@ def generate(fmt: Format) -> str:
             mod.reader(con)
             mod.writer(con)
     mod.drain()
-    types = ValueTypes(fmt, sorted(mod.enums))
+    # What a shared declaration brings from its owner's codec: its functions (imported as the calls need
+    # them), its value types and its enumerations (one class: a member decoded by either codec is the same).
+    shared_enums: dict[str, type[enum.IntEnum]] = {}
+    named: dict[str, list[str]] = {}
+    for con, owner in mod.imported.values():
+        owner_types = ValueTypes(owner, [], shared=frozenset(py_shared.imported(owner)))
+        held = [*owner_types.names_within(con), *sorted(py_shared.enums_within(con))]
+        named.setdefault(owner.module_name, []).extend(n for n in held if n not in named.get(owner.module_name, []))
+        mod.imports.setdefault(owner.module_name, set()).update(held)
+        shared_enums.update(py_shared.enums_within(con))
+    if c_python.accelerated(fmt):  # their tables here too: the accelerator's builder takes them by name
+        mod.enums.update(shared_enums)
+    clash = {name for names in mod.imports.values() for name in names} & {*mod.readers.values(), *mod.writers.values()}
+    if clash:
+        raise TypeError(f"{fmt.name}: {sorted(clash)} are the names of shared declarations of another format")
+    types = ValueTypes(fmt, sorted(mod.enums), named, frozenset(mod.imported))
     parts = []
     # The functions only: the enums and value types are importable by name and listed in the docstring
     # (help() on an enum class is a page of int's methods).
@@ -1047,10 +1079,14 @@ def generate(fmt: Format) -> str:
             latest=fmt.latest,
         )
     )
+    for module, taken in sorted(mod.imports.items()):
+        listed = "".join(f"    {name},\n" for name in sorted(taken))
+        parts.append(f"\nfrom inert.codecs.{module} import (  # declared by its format, shared with this one\n{listed})\n")
     for enum_name in sorted(mod.enums):
         enum_cls = mod.enums[enum_name]
         body = "\n".join(f"    {m.name} = {int(m)}" for m in enum_cls)
-        parts.append(f"\n\nclass {enum_name}(TagEnum):\n{body}\n")
+        if enum_name not in shared_enums:
+            parts.append(f"\n\nclass {enum_name}(TagEnum):\n{body}\n")
         # Members as module constants: a global load is cheaper than an attribute lookup per value.
         parts.append("\n" + "".join(f"_{enum_name}_{m.name} = {enum_name}.{m.name}\n" for m in enum_cls))
         parts.append(f"_BY_VALUE_{enum_name} = {{int(m): m for m in {enum_name}}}")
