@@ -5,6 +5,6 @@
 #ifndef INERT_GRAMMAR_HASH_H
 #define INERT_GRAMMAR_HASH_H
 
-#define INERT_GRAMMAR_HASH "84d24d8dda47cd4c"
+#define INERT_GRAMMAR_HASH "4cf1e981382d753c"
 
 #endif

@@ -34,6 +34,7 @@ __all__ = [
     "distinct",
     "repeat_at",
     "fill_indexes",
+    "plural",
     "RuleBroken",
     "CHECKPOINT_ITEMSIZES",
     "MAX_INFLATED",
@@ -188,6 +189,12 @@ def rule_div(a: int, b: int) -> int:
 def align(value: int, to: int) -> int:
     """``align(x, a)``: the first multiple of ``a`` at or after ``x``."""
     return value + (-value % to)
+
+
+def plural(count: int, word: str, words: str = "") -> str:
+    """``plural(n, 'byte')`` of a rule's message: ``1 byte``, ``0 bytes``, ``2 bytes`` (``words``, when given, is
+    the plural: ``plural(n, 'index', 'indexes')``)."""
+    return f"{count} {word if count == 1 else (words or word + 's')}"
 
 
 def bytes_within(data: Any, allowed: bytes) -> bool:

@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from inert._checks import _flat, distinct, dtype_itemsize, fill_indexes, first_repeat, plain_file_name
+from inert._checks import _flat, distinct, dtype_itemsize, fill_indexes, first_repeat, plain_file_name, plural
 from inert.spec._rule_expr import (
     ABSENT,
     INDEX_NAMES,
@@ -136,7 +136,7 @@ def _eval(node: ast.expr, env: dict[str, Any]) -> Any:  # noqa: C901 - one case 
         if name in NAMED_CHECKS:
             return NAMED_CHECKS[name](*args)
         builtins: dict[str, Callable[..., Any]] = {"len": len, "max": max, "min": min, "range": range,
-                                                   "zip": zip, "str": str}
+                                                   "zip": zip, "str": str, "plural": plural}
         builtin = builtins[name]
         return builtin(*args)
     raise RuleSyntaxError(f"{type(node).__name__} is not in the rule language")

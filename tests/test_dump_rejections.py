@@ -177,7 +177,7 @@ def test_record_of_another_row(dumped: Path) -> None:
         (lambda v: v["shards"][0]["rows"].__setitem__(0, v["shards"][1]["rows"][0]), "rows[0]", "stored twice"),
         (lambda v: v["shards"][0]["rows"].__setitem__(0, 40), "shards[0].rows[0]", "not below the 4 keys"),
         (lambda v: v["shards"][0]["offsets"].__setitem__(1, 200), "shards[0].offsets[1]", "record at 200"),
-        (lambda v: v["shards"][0]["lengths"].pop(), "shards[0]", "2 rows, 2 offsets and 1 lengths"),
+        (lambda v: v["shards"][0]["lengths"].pop(), "shards[0]", "2 rows, 2 offsets and 1 length"),
     ],
 )
 def test_inconsistent_manifest(dumped: Path, change: Callable[[dict[str, Any]], Any], field: str, reason: str) -> None:

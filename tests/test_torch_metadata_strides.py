@@ -107,7 +107,7 @@ def test_version_1_file_gives_no_strides(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("strides", "message"), [
-    ([6], r"tensors\[0\]\.strides: 1 strides for 2 dims"),
+    ([6], r"tensors\[0\]\.strides: 1 stride for 2 dims"),
     ([6, 1, 1], r"tensors\[0\]\.strides: 3 strides for 2 dims"),
     ([6, 1 << 63], r"tensors\[0\]\.strides\[1\]: stride 9223372036854775808 exceeds 2\*\*63 - 1"),
 ])

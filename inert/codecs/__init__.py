@@ -11,4 +11,4 @@ MODULES = {'checkpoint-metadata': 'checkpoint_metadata', 'checkpoint-shard': 'ch
 
 #: The hash of the generated C these codecs go with (inert/gen/grammar_hash.py): the accelerator is bound
 #: only when its build carries the same (inert._accelerator).
-GRAMMAR_HASH = '84d24d8dda47cd4c'
+GRAMMAR_HASH = '4cf1e981382d753c'

@@ -199,6 +199,8 @@ class _Compiler:
             return f"{self.r.helper('distinct')}({', '.join(self.expr(a) for a in args)})"
         if fn in NAMED:
             return f"{self.r.helper(fn)}({self.expr(args[0])})"
+        if fn == "plural":  # a message's count and noun: the one spelling both hosts share (inert._checks.plural)
+            return f"{self.r.helper('plural')}({', '.join(self.expr(a) for a in args)})"
         if fn in ("len", "max", "min", "range", "zip", "str"):
             return f"{fn}({', '.join(self.expr(a) for a in args)})"
         raise RuleSyntaxError(f"{fn}() has no Python translation")

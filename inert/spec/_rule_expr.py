@@ -21,7 +21,10 @@ defines the language and what a rule sees; it imports nothing of the runtime.  T
   if C``), taken pairwise up to the shorter (``for a, b in zip(A, B)``); an index beyond its array
   breaks the rule;
 * named checks written once per target (:data:`NAMED`), each saying what an expression cannot;
-* in a rule's ``message`` only (Python, never compiled to C): ``A if C else B`` and ``str(x)``.
+* in a rule's ``message`` only (Python, never compiled to C): ``A if C else B``, ``str(x)`` and
+  ``plural(N, 'word'[, 'words'])``, the count and its noun (``1 byte``, ``2 bytes``; the plural is ``word``
+  and ``s`` unless given): a message states a count that may be 1 with it, never as ``{N} bytes``.  A C
+  reader's reason is the rule's id and sentence, which state no count: the message has no C translation.
 
 Columns: ``ARRAY.field`` is the field of every record of an array of records (``tensors.fqn``);
 ``ARRAY.union.field`` is, for every record, the tag (``fields.layout.kind``) or a case's field of its
@@ -66,7 +69,10 @@ NAMED: dict[str, str] = {
     "distinct": "no item (of a column of arrays: no element) repeats one before it or one of ``earlier``",
 }
 
-_FUNCTIONS = {"len", "max", "min", "itemsize", "all", "any", "prod", "sum", "range", "align", "zip", "str", *NAMED}
+_FUNCTIONS = {"len", "max", "min", "itemsize", "all", "any", "prod", "sum", "range", "align", "zip", "str", "plural",
+              *NAMED}
+#: A function of a message only: no check computes with it.
+_MESSAGE_ONLY = frozenset({"plural"})
 
 
 class RuleSyntaxError(ValueError):
@@ -149,6 +155,9 @@ def relative_field(path: str, names: Sequence[str]) -> str:
 def steps(field: str, check: str, names: Sequence[str]) -> list[Step]:
     """The conjuncts of a rule's check, each with the field its fault names."""
     expr = parse(check)
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _MESSAGE_ONLY:
+            raise RuleSyntaxError(f"{check!r}: {node.func.id}() is for messages only")
     fields = [relative_field(path, names) for path in field.split("|")]
     if len(fields) == 1:
         return [Step(fields[0], expr)]
@@ -218,9 +227,22 @@ def messages(rule: Any, count: int) -> list[list[tuple[str, ast.expr | None, str
         for literal, field, spec, conversion in string.Formatter().parse(text):
             if conversion not in (None, "r"):
                 raise RuleSyntaxError(f"{rule.id}: a message converts with !r only")
-            pieces.append((literal, None if field is None else parse(field), conversion, spec or ""))
+            expr = None if field is None else parse(field)
+            if expr is not None:
+                _check_plurals(rule.id, expr)
+            pieces.append((literal, expr, conversion, spec or ""))
         out.append(pieces)
     return out
+
+
+def _check_plurals(rule_id: str, expr: ast.expr) -> None:
+    """Every ``plural`` of a message takes a count and one or two words (string constants)."""
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "plural":
+            words = node.args[1:]
+            if node.keywords or not 1 <= len(words) <= 2 or not all(
+                    isinstance(w, ast.Constant) and type(w.value) is str and w.value for w in words):
+                raise RuleSyntaxError(f"{rule_id}: plural(N, 'word'[, 'words']) takes a count and one or two words")
 
 
 # -- a format's rules, by record -------------------------------------------------------------------

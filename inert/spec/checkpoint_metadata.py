@@ -151,14 +151,14 @@ RULES = (
              "tensors[i].chunk_offsets|tensors[i].chunk_sizes",
              "len(chunk_byte_offsets) == len(chunk_files) and len(chunk_byte_lengths) == len(chunk_files) and "
              "len(chunk_crcs) == len(chunk_files) and len(chunk_offsets) == len(chunk_files) * len(size) and "
-             "len(chunk_sizes) == len(chunk_files) * len(size)", r"^\d+ values, \d+ chunks", on="TensorEntry|TensorEntryV2",
-             message=("{len(chunk_byte_offsets)} values, {len(chunk_files)} chunks",
-                      "{len(chunk_byte_lengths)} values, {len(chunk_files)} chunks",
-                      "{len(chunk_crcs)} values, {len(chunk_files)} chunks",
-                      "{len(chunk_offsets)} values, {len(chunk_files)} chunks of {len(size)} dims "
-                      "need {len(chunk_files) * len(size)}",
-                      "{len(chunk_sizes)} values, {len(chunk_files)} chunks of {len(size)} dims "
-                      "need {len(chunk_files) * len(size)}")),
+             "len(chunk_sizes) == len(chunk_files) * len(size)", r"^\d+ values?, \d+ chunks?", on="TensorEntry|TensorEntryV2",
+             message=("{plural(len(chunk_byte_offsets), 'value')}, {plural(len(chunk_files), 'chunk')}",
+                      "{plural(len(chunk_byte_lengths), 'value')}, {plural(len(chunk_files), 'chunk')}",
+                      "{plural(len(chunk_crcs), 'value')}, {plural(len(chunk_files), 'chunk')}",
+                      "{plural(len(chunk_offsets), 'value')}, {plural(len(chunk_files), 'chunk')} of "
+                      "{plural(len(size), 'dim')} need {len(chunk_files) * len(size)}",
+                      "{plural(len(chunk_sizes), 'value')}, {plural(len(chunk_files), 'chunk')} of "
+                      "{plural(len(size), 'dim')} need {len(chunk_files) * len(size)}")),
     SpecRule("checkpoint-metadata.size-overflow", "The product of a tensor's size is below 2**64.",
              "invalid-value", "tensors[i].size", "prod(size) < 2**64", r"^element count overflows 64 bits",
              on="TensorEntry|TensorEntryV2",
@@ -185,15 +185,15 @@ RULES = (
     SpecRule("checkpoint-metadata.file-index", "Every chunk's and every value's file index is below the number "
              "of files.", "invalid-value", "tensors[i]|values[i]",
              "all(all(f < len(files) for f in chunks) for chunks in tensors.chunk_files) and "
-             "all(f < len(files) for f in values.file)", r"^file index \d+ is not below the \d+ files",
+             "all(f < len(files) for f in values.file)", r"^file index \d+ is not below the \d+ files?",
              on="CheckpointMetadata|CheckpointMetadataV2",
-             message=("file index {tensors.chunk_files[i][j]} is not below the {len(files)} files",
-                      "file index {values.file[i]} is not below the {len(files)} files")),
+             message=("file index {tensors.chunk_files[i][j]} is not below the {plural(len(files), 'file')}",
+                      "file index {values.file[i]} is not below the {plural(len(files), 'file')}")),
     SpecRule("checkpoint-metadata.strides-ndim", "A tensor entry's strides hold one value per dimension of its "
              "size when strides_recorded is 1, and none when it is 0 (version 2).", "invalid-value",
              "tensors[i].strides", "(strides_recorded == 1 and len(strides) == len(size)) or "
-             "(strides_recorded == 0 and len(strides) == 0)", r"^\d+ strides for \d+ dims", on="TensorEntryV2",
-             message="{len(strides)} strides for {len(size)} dims"),
+             "(strides_recorded == 0 and len(strides) == 0)", r"^\d+ strides? for \d+ dims?", on="TensorEntryV2",
+             message="{plural(len(strides), 'stride')} for {plural(len(size), 'dim')}"),
     SpecRule("checkpoint-metadata.stride-range", "No stride exceeds 2**63 - 1 (torch holds strides as signed 64-bit "
              "numbers, none negative) (version 2).",
              "invalid-value", "tensors[i].strides[i]",

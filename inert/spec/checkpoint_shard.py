@@ -200,8 +200,8 @@ TENSOR_RULES = (
              message='element count times itemsize overflows 64 bits'),
     SpecRule("tensor.length", "The payload holds exactly prod(shape) * itemsize(dtype) bytes (a 0-d tensor one "
              "element).", "invalid-value", "data", "len(data) == prod(shape) * itemsize(dtype)",
-             r"bytes present, shape and dtype give", on="TensorRecord",
-             message='{len(data)} bytes present, shape and dtype give {prod(shape) * itemsize(dtype)}'),
+             r"bytes? present, shape and dtype give", on="TensorRecord",
+             message="{plural(len(data), 'byte')} present, shape and dtype give {prod(shape) * itemsize(dtype)}"),
     SpecRule("tensor.bool-elements", "Every element of a BOOL tensor is the byte 0 or 1.", "invalid-value",
              "data", "dtype != BOOL or all(b in (0, 1) for b in data)", r"^a boolean byte other than 0 and 1",
              on="TensorRecord",

@@ -141,12 +141,13 @@ RULES = (
              "for k in range(len(keys))) and "
              "all(all(len(shape) == fields.layout.ndim[f] for shape, f in zip(keys.nested_shapes[k], "
              "(f for f in keys.fields[k] if fields.layout.kind[f] == NESTED))) for k in range(len(keys)))",
-             r"fewer shapes than nested fields|dims, the field has|shapes for \d+ nested fields", on="DumpManifest",
+             r"fewer shapes than nested fields|dims?, the field has|shapes? for \d+ nested fields?", on="DumpManifest",
              message=("{'fewer shapes than nested fields' if len(keys.nested_shapes[i])"
                       " < sum(fields.layout.kind[f] == NESTED for f in keys.fields[i])"
-                      " else str(len(keys.nested_shapes[i])) + ' shapes for '"
-                      " + str(sum(fields.layout.kind[f] == NESTED for f in keys.fields[i])) + ' nested fields'}",
-                      "{len(keys.nested_shapes[i][j])} dims, the field has another ndim (nested shape {j} of key {i})")),
+                      " else plural(len(keys.nested_shapes[i]), 'shape') + ' for '"
+                      " + plural(sum(fields.layout.kind[f] == NESTED for f in keys.fields[i]), 'nested field')}",
+                      "{plural(len(keys.nested_shapes[i][j]), 'dim')}, the field has another ndim "
+                      "(nested shape {j} of key {i})")),
     SpecRule("dump-manifest.shard-file-name", "A shard file name is " + FILE_NAME_SENTENCE + ", and not `MANIFEST`.",
              "invalid-value", "shards[i].file",
              "all(plain_file_name(name) and name != 'MANIFEST' for name in shards.file)",
@@ -158,12 +159,13 @@ RULES = (
     SpecRule("dump-manifest.shard-columns", "A shard's rows, offsets and lengths columns are equally long.",
              "invalid-value", "shards[i]",
              "all(len(shards.rows[s]) == len(shards.offsets[s]) == len(shards.lengths[s]) for s in range(len(shards.rows)))",
-             r"rows, \d+ offsets and", on="DumpManifest",
-             message='{len(shards.rows[i])} rows, {len(shards.offsets[i])} offsets and {len(shards.lengths[i])} lengths'),
+             r"rows?, \d+ offsets? and", on="DumpManifest",
+             message="{plural(len(shards.rows[i]), 'row')}, {plural(len(shards.offsets[i]), 'offset')} and "
+             "{plural(len(shards.lengths[i]), 'length')}"),
     SpecRule("dump-manifest.row-index", "A shard's row is an index into keys.", "invalid-value",
              "shards[i].rows[i]", "all(all(row < len(keys) for row in rows) for rows in shards.rows)",
-             r"is not below the \d+ keys$", on="DumpManifest",
-             message='row {shards.rows[i][j]} is not below the {len(keys)} keys'),
+             r"is not below the \d+ keys?$", on="DumpManifest",
+             message="row {shards.rows[i][j]} is not below the {plural(len(keys), 'key')}"),
     SpecRule("dump-manifest.row-once", "No row is stored twice (in one shard or in two).", "invalid-value",
              "shards[i].rows[i]", "distinct(shards.rows)", r"is stored twice$", on="DumpManifest",
              message='row {shards.rows[i][j]} is stored twice'),
@@ -181,10 +183,10 @@ RULES = (
              "and the CRC-32).", "invalid-value", "shards[i].lengths[i]",
              "all(all(length >= 16 for length in lengths) for lengths in shards.lengths)",
              r"shorter than any record$", on="DumpManifest",
-             message='record of {shards.lengths[i][j]} bytes is shorter than any record'),
+             message="record of {plural(shards.lengths[i][j], 'byte')} is shorter than any record"),
     SpecRule("dump-manifest.row-placed", "Every key is stored in some shard (with row-once: in exactly one).",
              "invalid-value", "shards", "sum(len(rows) for rows in shards.rows) == len(keys)", r"is in no shard$",
              on="DumpManifest",
-             message=("{len(keys) - sum(len(rows) for rows in shards.rows)} of the {len(keys)} keys are missing: "
+             message=("{plural(len(keys) - sum(len(rows) for rows in shards.rows), 'key')} of {len(keys)} missing: "
                       "a row is in no shard")),
 )
